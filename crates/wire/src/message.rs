@@ -1,0 +1,353 @@
+//! Every message of 9P2000, 9P2000.u and 9P2000.L, and the frame around it.
+//!
+//! Each message is a struct named as the manual names it (`Twalk`, `Rlopen`),
+//! with its fields in wire order; [`Msg`] is the sum of them all and [`Fcall`]
+//! adds the tag. Lengths and counts that the wire derives from contents (the
+//! `count` of Rread, `nwname` of Twalk, the stat sizes) are not stored.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::dialect::DialectSet;
+use crate::error::{DecodeError, DecodeErrorKind, EncodeError};
+use crate::field::{Field, Reader, Writer};
+use crate::{Dialect, Fid, HEADER_LEN, NONUNAME, Name, Qid, Stat};
+
+/// Defines the message structs, [`Msg`], and their encoders and decoders from
+/// one table, so that a layout is written once.
+///
+/// A field marked `[if COND else DEFAULT]` is on the wire only in dialects
+/// where `Dialect::COND()` holds; elsewhere it decodes as DEFAULT.
+macro_rules! messages {
+    ($(
+        $(#[doc = $doc:literal])*
+        $name:ident = $ty:literal in $dialects:ident {
+            $( $field:ident : $fty:ty $([if $cond:ident else $default:expr])? ),* $(,)?
+        }
+    )*) => {
+        $(
+            $(#[doc = $doc])*
+            #[derive(Debug, Clone, PartialEq, Eq)]
+            pub struct $name { $( pub $field: $fty, )* }
+
+            impl $name {
+                /// The message's type number.
+                pub const TYPE: u8 = $ty;
+
+                #[allow(unused_variables)]
+                fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
+                    Ok($name { $( $field: messages!(@decode r $fty $(, $cond, $default)?), )* })
+                }
+
+                #[allow(unused_variables)]
+                fn encode_body(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
+                    $( messages!(@encode w self.$field $(, $cond)?); )*
+                    Ok(())
+                }
+            }
+
+            impl From<$name> for Msg {
+                fn from(m: $name) -> Msg {
+                    Msg::$name(m)
+                }
+            }
+        )*
+
+        /// Any 9P message, without its tag.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Msg {
+            $( $(#[doc = $doc])* $name($name), )*
+        }
+
+        impl Msg {
+            /// The message's type number.
+            pub fn ty(&self) -> u8 {
+                match self { $( Msg::$name(_) => $ty, )* }
+            }
+
+            /// The message's name as the manual spells it, e.g. `Twalk`.
+            pub fn name(&self) -> &'static str {
+                match self { $( Msg::$name(_) => stringify!($name), )* }
+            }
+
+            /// The name of type number `ty` in `dialect`, if it has one there.
+            pub fn type_name(ty: u8, dialect: Dialect) -> Option<&'static str> {
+                match ty {
+                    $( $ty if DialectSet::$dialects.contains(dialect) => Some(stringify!($name)), )*
+                    _ => None,
+                }
+            }
+
+            fn in_dialect(&self, dialect: Dialect) -> bool {
+                match self { $( Msg::$name(_) => DialectSet::$dialects.contains(dialect), )* }
+            }
+
+            fn decode_body(ty: u8, r: &mut Reader) -> Result<Msg, DecodeError> {
+                match ty {
+                    $( $ty if DialectSet::$dialects.contains(r.dialect) =>
+                        $name::decode_body(r).map(Msg::$name), )*
+                    _ => Err(DecodeError::new(DecodeErrorKind::UnknownType(ty), 4)),
+                }
+            }
+
+            fn encode_body(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
+                match self { $( Msg::$name(m) => m.encode_body(w), )* }
+            }
+        }
+    };
+
+    (@decode $r:ident $fty:ty) => { <$fty as Field>::decode($r)? };
+    (@decode $r:ident $fty:ty, $cond:ident, $default:expr) => {
+        if $r.dialect.$cond() { <$fty as Field>::decode($r)? } else { $default }
+    };
+    (@encode $w:ident $val:expr) => { $val.encode($w)? };
+    (@encode $w:ident $val:expr, $cond:ident) => {
+        if $w.dialect.$cond() { $val.encode($w)?; }
+    };
+}
+
+messages! {
+    /// Negotiates msize and dialect; must be the first message.
+    Tversion = 100 in ALL { msize: u32, version: String }
+    /// The server's msize (at most the client's) and the dialect it chose.
+    Rversion = 101 in ALL { msize: u32, version: String }
+    /// Asks for an authentication fid `afid` for a later attach.
+    Tauth = 102 in ALL {
+        afid: Fid, uname: String, aname: String,
+        n_uname: u32 [if has_n_uname else NONUNAME],
+    }
+    Rauth = 103 in ALL { aqid: Qid }
+    /// Makes `fid` the root of the tree named `aname`, for user `uname`.
+    Tattach = 104 in ALL {
+        fid: Fid, afid: Fid, uname: String, aname: String,
+        n_uname: u32 [if has_n_uname else NONUNAME],
+    }
+    Rattach = 105 in ALL { qid: Qid }
+    /// A failed request (9P2000, 9P2000.u); .u adds a Unix errno.
+    Rerror = 107 in BASE_U { ename: String, errno: u32 [if is_u else 0] }
+    /// Abandons the request tagged `oldtag`.
+    Tflush = 108 in ALL { oldtag: u16 }
+    Rflush = 109 in ALL {}
+    /// Walks `fid` along `wname` (at most 16 names) and makes `newfid` the result.
+    Twalk = 110 in ALL { fid: Fid, newfid: Fid, wname: Vec<Name> }
+    /// One qid per element walked; fewer than asked means the walk stopped.
+    Rwalk = 111 in ALL { wqid: Vec<Qid> }
+    Topen = 112 in BASE_U { fid: Fid, mode: u8 }
+    Ropen = 113 in BASE_U { qid: Qid, iounit: u32 }
+    /// Creates `name` in directory `fid` and opens it; .u adds an extension
+    /// string for special files.
+    Tcreate = 114 in BASE_U {
+        fid: Fid, name: Name, perm: u32, mode: u8,
+        extension: String [if is_u else String::new()],
+    }
+    Rcreate = 115 in BASE_U { qid: Qid, iounit: u32 }
+    Tread = 116 in ALL { fid: Fid, offset: u64, count: u32 }
+    Rread = 117 in ALL { data: Bytes }
+    Twrite = 118 in ALL { fid: Fid, offset: u64, data: Bytes }
+    Rwrite = 119 in ALL { count: u32 }
+    Tclunk = 120 in ALL { fid: Fid }
+    Rclunk = 121 in ALL {}
+    Tremove = 122 in ALL { fid: Fid }
+    Rremove = 123 in ALL {}
+    Tstat = 124 in BASE_U { fid: Fid }
+    Rstat = 125 in BASE_U { stat: Stat }
+    Twstat = 126 in BASE_U { fid: Fid, stat: Stat }
+    Rwstat = 127 in BASE_U {}
+
+    /// A failed request in 9P2000.L: a Linux errno and no string.
+    Rlerror = 7 in L { ecode: u32 }
+    Tstatfs = 8 in L { fid: Fid }
+    Rstatfs = 9 in L {
+        ty: u32, bsize: u32, blocks: u64, bfree: u64, bavail: u64,
+        files: u64, ffree: u64, fsid: u64, namelen: u32,
+    }
+    /// Opens `fid` with Linux open(2) flags.
+    Tlopen = 12 in L { fid: Fid, flags: u32 }
+    Rlopen = 13 in L { qid: Qid, iounit: u32 }
+    /// Creates regular file `name` in directory `fid`, which then refers to it, open.
+    Tlcreate = 14 in L { fid: Fid, name: Name, flags: u32, mode: u32, gid: u32 }
+    Rlcreate = 15 in L { qid: Qid, iounit: u32 }
+    Tsymlink = 16 in L { fid: Fid, name: Name, symtgt: String, gid: u32 }
+    Rsymlink = 17 in L { qid: Qid }
+    Tmknod = 18 in L { dfid: Fid, name: Name, mode: u32, major: u32, minor: u32, gid: u32 }
+    Rmknod = 19 in L { qid: Qid }
+    /// Moves the file `fid` to `name` in directory `dfid`.
+    Trename = 20 in L { fid: Fid, dfid: Fid, name: Name }
+    Rrename = 21 in L {}
+    Treadlink = 22 in L { fid: Fid }
+    Rreadlink = 23 in L { target: String }
+    Tgetattr = 24 in L { fid: Fid, request_mask: u64 }
+    /// Attributes; `valid` says which fields hold meaningful values.
+    Rgetattr = 25 in L {
+        valid: u64, qid: Qid, mode: u32, uid: u32, gid: u32, nlink: u64,
+        rdev: u64, size: u64, blksize: u64, blocks: u64,
+        atime_sec: u64, atime_nsec: u64, mtime_sec: u64, mtime_nsec: u64,
+        ctime_sec: u64, ctime_nsec: u64, btime_sec: u64, btime_nsec: u64,
+        generation: u64, data_version: u64,
+    }
+    /// Changes the attributes that `valid` selects.
+    Tsetattr = 26 in L {
+        fid: Fid, valid: u32, mode: u32, uid: u32, gid: u32, size: u64,
+        atime_sec: u64, atime_nsec: u64, mtime_sec: u64, mtime_nsec: u64,
+    }
+    Rsetattr = 27 in L {}
+    /// Makes `newfid` a handle for reading extended attribute `name` of `fid`
+    /// (all names, if empty).
+    Txattrwalk = 30 in L { fid: Fid, newfid: Fid, name: String }
+    Rxattrwalk = 31 in L { size: u64 }
+    /// Turns `fid` into a handle for writing extended attribute `name`.
+    Txattrcreate = 32 in L { fid: Fid, name: String, attr_size: u64, flags: u32 }
+    Rxattrcreate = 33 in L {}
+    Treaddir = 40 in L { fid: Fid, offset: u64, count: u32 }
+    /// Packed [`crate::Dirent`]s.
+    Rreaddir = 41 in L { data: Bytes }
+    /// Flushes `fid` to stable storage. Some peers send no `datasync`.
+    Tfsync = 50 in L { fid: Fid, datasync: Option<u32> }
+    Rfsync = 51 in L {}
+    Tlock = 52 in L {
+        fid: Fid, ty: u8, flags: u32, start: u64, length: u64, proc_id: u32, client_id: String,
+    }
+    Rlock = 53 in L { status: u8 }
+    Tgetlock = 54 in L {
+        fid: Fid, ty: u8, start: u64, length: u64, proc_id: u32, client_id: String,
+    }
+    Rgetlock = 55 in L { ty: u8, start: u64, length: u64, proc_id: u32, client_id: String }
+    /// Makes `name` in directory `dfid` a hard link to `fid`.
+    Tlink = 70 in L { dfid: Fid, fid: Fid, name: Name }
+    Rlink = 71 in L {}
+    Tmkdir = 72 in L { dfid: Fid, name: Name, mode: u32, gid: u32 }
+    Rmkdir = 73 in L { qid: Qid }
+    Trenameat = 74 in L { olddirfid: Fid, oldname: Name, newdirfid: Fid, newname: Name }
+    Rrenameat = 75 in L {}
+    Tunlinkat = 76 in L { dirfid: Fid, name: Name, flags: u32 }
+    Runlinkat = 77 in L {}
+}
+
+impl Msg {
+    /// True for requests (T-messages), false for replies.
+    pub fn is_request(&self) -> bool {
+        self.ty() % 2 == 0
+    }
+
+    /// The data payload of Rread, Twrite or Rreaddir.
+    pub fn payload(&self) -> Option<&Bytes> {
+        match self {
+            Msg::Rread(m) => Some(&m.data),
+            Msg::Twrite(m) => Some(&m.data),
+            Msg::Rreaddir(m) => Some(&m.data),
+            _ => None,
+        }
+    }
+}
+
+/// The header every message starts with: `size[4] type[1] tag[2]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Length of the whole message, these 7 bytes included.
+    pub size: u32,
+    pub ty: u8,
+    pub tag: u16,
+}
+
+impl Header {
+    /// Decodes the header alone, so that a request whose body is bad can
+    /// still be answered on its tag.
+    pub fn decode(buf: &[u8]) -> Result<Header, DecodeError> {
+        let Some(h) = buf.get(..HEADER_LEN) else {
+            return Err(DecodeError::new(DecodeErrorKind::Truncated, buf.len()));
+        };
+        let size = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        if (size as usize) < HEADER_LEN {
+            return Err(DecodeError::new(DecodeErrorKind::Undersize(size), 0));
+        }
+        Ok(Header {
+            size,
+            ty: h[4],
+            tag: u16::from_le_bytes([h[5], h[6]]),
+        })
+    }
+}
+
+/// A tagged message: what travels in one frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fcall {
+    pub tag: u16,
+    pub msg: Msg,
+}
+
+impl Fcall {
+    pub fn new(tag: u16, msg: impl Into<Msg>) -> Fcall {
+        Fcall {
+            tag,
+            msg: msg.into(),
+        }
+    }
+
+    /// Decodes one whole frame (`size[4]` included) in `dialect`. Read and
+    /// write payloads become slices of `frame`.
+    pub fn decode(frame: Bytes, dialect: Dialect) -> Result<Fcall, DecodeError> {
+        let header = Header::decode(&frame)?;
+        if header.size as usize != frame.len() {
+            let kind = DecodeErrorKind::SizeMismatch {
+                declared: header.size,
+                actual: frame.len(),
+            };
+            return Err(DecodeError::new(kind, 0));
+        }
+        let mut r = Reader::new(frame, HEADER_LEN, dialect);
+        let msg = Msg::decode_body(header.ty, &mut r)?;
+        r.finish()?;
+        Ok(Fcall {
+            tag: header.tag,
+            msg,
+        })
+    }
+
+    /// Appends the whole frame to `buf`.
+    pub fn encode(&self, dialect: Dialect, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        if let Some(payload) = self.encode_head(dialect, buf)? {
+            buf.extend_from_slice(&payload);
+        }
+        Ok(())
+    }
+
+    /// Appends the frame to `head` except for a trailing data payload (of
+    /// Rread, Twrite, Rreaddir), which is returned to be written after it,
+    /// uncopied. The `size[4]` in `head` counts the payload.
+    pub fn encode_head(
+        &self,
+        dialect: Dialect,
+        head: &mut BytesMut,
+    ) -> Result<Option<Bytes>, EncodeError> {
+        if !self.msg.in_dialect(dialect) {
+            return Err(EncodeError::NotInDialect(self.msg.name(), dialect));
+        }
+        let start = head.len();
+        head.put_u32_le(0);
+        head.put_u8(self.msg.ty());
+        head.put_u16_le(self.tag);
+        let mut w = Writer {
+            head,
+            tail: None,
+            dialect,
+        };
+        if let Err(e) = self.msg.encode_body(&mut w) {
+            w.head.truncate(start);
+            return Err(e);
+        }
+        let tail = w.tail;
+        let size = head.len() - start + tail.as_ref().map_or(0, Bytes::len);
+        let Ok(size) = u32::try_from(size) else {
+            head.truncate(start);
+            return Err(EncodeError::DataTooLarge(size));
+        };
+        head[start..start + 4].copy_from_slice(&size.to_le_bytes());
+        Ok(tail)
+    }
+
+    /// The whole frame as bytes.
+    pub fn to_bytes(&self, dialect: Dialect) -> Result<Bytes, EncodeError> {
+        let mut buf = BytesMut::new();
+        self.encode(dialect, &mut buf)?;
+        Ok(buf.freeze())
+    }
+}
