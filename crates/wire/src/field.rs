@@ -83,9 +83,10 @@ impl Reader {
     }
 
     /// A `len[2]` string: UTF-8 with no NUL.
+    /// Errors point at the string's `len[2]`.
     fn str(&mut self) -> Result<(usize, &str), DecodeError> {
-        let len = u16::decode(self)? as usize;
         let at = self.pos;
+        let len = u16::decode(self)? as usize;
         let raw = self.take(len)?;
         let s = std::str::from_utf8(raw)
             .map_err(|_| DecodeError::new(DecodeErrorKind::InvalidUtf8, at))?;

@@ -63,6 +63,19 @@ impl Display for Dump<'_> {
     }
 }
 
+/// An octal number as C's `%#o` prints it: `0644`, and `0` for zero.
+struct Octal(u32);
+
+impl Display for Octal {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 {
+            f.write_char('0')
+        } else {
+            write!(f, "0{:o}", self.0)
+        }
+    }
+}
+
 /// A Plan 9 mode as `ls -l` shows it: `d-rwxr-xr-x`.
 pub(crate) struct PlanMode(pub(crate) u32);
 
@@ -94,13 +107,13 @@ impl Display for Stat {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "'{}' '{}' '{}' '{}' q {} m {:#o} at {} mt {} l {} t {} d {}",
+            "'{}' '{}' '{}' '{}' q {} m {} at {} mt {} l {} t {} d {}",
             Text(&self.name),
             Text(&self.uid),
             Text(&self.gid),
             Text(&self.muid),
             self.qid,
-            self.mode,
+            Octal(self.mode),
             self.atime,
             self.mtime,
             self.length,
@@ -261,11 +274,11 @@ impl Display for Fcall {
             Msg::Rlopen(m) => write!(f, " qid {} iounit {}", m.qid, m.iounit),
             Msg::Tlcreate(m) => write!(
                 f,
-                " fid {} name {} flags {:#x} mode {:#o} gid {}",
+                " fid {} name {} flags {:#x} mode {} gid {}",
                 m.fid,
                 Text(&m.name),
                 m.flags,
-                m.mode,
+                Octal(m.mode),
                 m.gid
             ),
             Msg::Rlcreate(m) => write!(f, " qid {} iounit {}", m.qid, m.iounit),
@@ -280,10 +293,10 @@ impl Display for Fcall {
             Msg::Rsymlink(m) => write!(f, " qid {}", m.qid),
             Msg::Tmknod(m) => write!(
                 f,
-                " dfid {} name {} mode {:#o} major {} minor {} gid {}",
+                " dfid {} name {} mode {} major {} minor {} gid {}",
                 m.dfid,
                 Text(&m.name),
-                m.mode,
+                Octal(m.mode),
                 m.major,
                 m.minor,
                 m.gid
@@ -295,12 +308,12 @@ impl Display for Fcall {
             Msg::Tgetattr(m) => write!(f, " fid {} request_mask {:#x}", m.fid, m.request_mask),
             Msg::Rgetattr(m) => write!(
                 f,
-                " valid {:#x} qid {} mode {:#o} uid {} gid {} nlink {} rdev {:#x} size {} \
+                " valid {:#x} qid {} mode {} uid {} gid {} nlink {} rdev {:#x} size {} \
                  blksize {} blocks {} atime {}.{:09} mtime {}.{:09} ctime {}.{:09} \
                  btime {}.{:09} gen {} data_version {}",
                 m.valid,
                 m.qid,
-                m.mode,
+                Octal(m.mode),
                 m.uid,
                 m.gid,
                 m.nlink,
@@ -321,10 +334,10 @@ impl Display for Fcall {
             ),
             Msg::Tsetattr(m) => write!(
                 f,
-                " fid {} valid {:#x} mode {:#o} uid {} gid {} size {} atime {}.{:09} mtime {}.{:09}",
+                " fid {} valid {:#x} mode {} uid {} gid {} size {} atime {}.{:09} mtime {}.{:09}",
                 m.fid,
                 m.valid,
-                m.mode,
+                Octal(m.mode),
                 m.uid,
                 m.gid,
                 m.size,
@@ -401,10 +414,10 @@ impl Display for Fcall {
             Msg::Tlink(m) => write!(f, " dfid {} fid {} name {}", m.dfid, m.fid, Text(&m.name)),
             Msg::Tmkdir(m) => write!(
                 f,
-                " dfid {} name {} mode {:#o} gid {}",
+                " dfid {} name {} mode {} gid {}",
                 m.dfid,
                 Text(&m.name),
-                m.mode,
+                Octal(m.mode),
                 m.gid
             ),
             Msg::Rmkdir(m) => write!(f, " qid {}", m.qid),
