@@ -23,11 +23,17 @@ pub struct FrameCodec {
 #[derive(Debug)]
 pub enum FrameError {
     /// A frame's size is larger than msize.
-    Oversize { size: u32, msize: u32 },
+    Oversize {
+        size: u32,
+        msize: u32,
+    },
     /// A frame's size is smaller than the 7-byte header.
     Undersize(u32),
     /// A message to send is larger than msize.
-    TooLargeToSend { size: usize, msize: u32 },
+    TooLargeToSend {
+        size: usize,
+        msize: u32,
+    },
     /// A message to send cannot be encoded.
     Encode(EncodeError),
     Io(io::Error),
@@ -215,10 +221,18 @@ mod tests {
     fn refuses_to_send_more_than_msize() {
         let mut codec = FrameCodec::new(100, Dialect::Base);
         let mut dst = BytesMut::new();
-        let big = Fcall::new(1, Rread { data: Bytes::from(vec![0; 100]) });
+        let big = Fcall::new(
+            1,
+            Rread {
+                data: Bytes::from(vec![0; 100]),
+            },
+        );
         assert!(matches!(
             codec.encode(&big, &mut dst),
-            Err(FrameError::TooLargeToSend { size: 111, msize: 100 })
+            Err(FrameError::TooLargeToSend {
+                size: 111,
+                msize: 100
+            })
         ));
         assert!(dst.is_empty());
     }
@@ -236,8 +250,18 @@ mod tests {
                     version: "9P2000.L".into(),
                 },
             ),
-            Fcall::new(3, Tclunk { fid: ninep_wire::Fid(9) }),
-            Fcall::new(4, Rread { data: Bytes::from(vec![7; 300]) }),
+            Fcall::new(
+                3,
+                Tclunk {
+                    fid: ninep_wire::Fid(9),
+                },
+            ),
+            Fcall::new(
+                4,
+                Rread {
+                    data: Bytes::from(vec![7; 300]),
+                },
+            ),
         ];
         let writer = tokio::spawn(async move {
             for f in sent {

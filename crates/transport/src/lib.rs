@@ -1,7 +1,10 @@
-//! Carrying 9P over byte streams: the framing codec that cuts a stream into
-//! whole messages, for tokio. It sits between the wire layer (which never does
-//! I/O) and the server and client (which own sockets).
+//! Carrying 9P over byte streams, for tokio: Plan 9 dial strings, listening
+//! and dialing, and the framing codec that cuts a stream into whole messages.
+//! It sits between the wire layer (which never does I/O) and the server and
+//! client (which own connections).
 
+mod dial;
 mod framing;
 
+pub use dial::{Addr, Conn, DEFAULT_PORT, Listener, Stream};
 pub use framing::{FrameCodec, FrameError};

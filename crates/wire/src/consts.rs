@@ -116,3 +116,18 @@ pub mod dotl {
     pub const DT_LNK: u8 = 10;
     pub const DT_SOCK: u8 = 12;
 }
+
+/// Unix `st_mode` file types, as 9P2000.L modes and getattr carry them.
+pub mod unix {
+    pub const S_IFMT: u32 = 0o170000;
+    pub const S_IFSOCK: u32 = 0o140000;
+    pub const S_IFLNK: u32 = 0o120000;
+    pub const S_IFREG: u32 = 0o100000;
+    pub const S_IFBLK: u32 = 0o060000;
+    pub const S_IFDIR: u32 = 0o040000;
+    pub const S_IFCHR: u32 = 0o020000;
+    pub const S_IFIFO: u32 = 0o010000;
+    pub const S_ISUID: u32 = 0o4000;
+    pub const S_ISGID: u32 = 0o2000;
+    pub const S_ISVTX: u32 = 0o1000;
+}

@@ -27,6 +27,7 @@
 //! ```
 
 mod dialect;
+mod errno;
 mod error;
 mod field;
 mod message;
@@ -38,6 +39,7 @@ mod text;
 pub mod consts;
 
 pub use dialect::Dialect;
+pub use errno::Errno;
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use message::*;
 pub use name::{MAX_NAME_LEN, Name, NameError};

@@ -1,0 +1,167 @@
+//! The fid table of one connection.
+//!
+//! Changes to the table take effect in the order requests arrive, even though
+//! the requests run concurrently: a client may send Tclunk and reuse the fid
+//! number before Rclunk comes back, and its next request must see the new fid.
+//! So the reader thread of the connection inserts and removes entries as each
+//! request arrives; a fid being created (by attach or walk) is inserted
+//! locked, and requests that name it wait until its creator finishes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use ninep_wire::{Fid, Qid};
+use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
+
+use crate::fs::{DirEntry, User};
+
+/// What the framework knows of a fid besides the file server's `File`.
+pub(crate) struct FidState<T> {
+    pub file: T,
+    pub qid: Qid,
+    pub user: Arc<User>,
+    /// Linux open flags once the fid is open.
+    pub open: Option<u32>,
+    /// Remove the file when the fid is clunked (9P2000 ORCLOSE).
+    pub rclose: bool,
+    /// Holds the exclusive-use claim on its file (DMEXCL).
+    pub excl: bool,
+    pub dir: Mutex<DirCursor>,
+    pub xattr: Option<Xattr>,
+}
+
+impl<T> FidState<T> {
+    pub fn new(file: T, qid: Qid, user: Arc<User>) -> Self {
+        FidState {
+            file,
+            qid,
+            user,
+            open: None,
+            rclose: false,
+            excl: false,
+            dir: Mutex::new(DirCursor::default()),
+            xattr: None,
+        }
+    }
+}
+
+/// A directory listing being read: taken when a read starts at offset 0.
+#[derive(Default)]
+pub(crate) struct DirCursor {
+    pub entries: Option<Arc<Vec<DirEntry>>>,
+    /// 9P2000: the offset the next read must start at, and the entry it is at.
+    pub next_offset: u64,
+    pub next_index: usize,
+}
+
+/// A fid made by Txattrwalk (read a value) or Txattrcreate (write one).
+pub(crate) enum Xattr {
+    Read(Bytes),
+    Write {
+        name: String,
+        size: u64,
+        flags: u32,
+        value: BytesMut,
+    },
+}
+
+pub(crate) type Slot<T> = RwLock<Option<FidState<T>>>;
+type Table<T> = Mutex<HashMap<Fid, Arc<Slot<T>>>>;
+
+/// The fids of a connection.
+pub(crate) struct Fids<T> {
+    table: Arc<Table<T>>,
+    limit: usize,
+}
+
+/// Why a fid could not be reserved.
+pub(crate) enum Refusal {
+    InUse,
+    TooMany,
+}
+
+impl<T: Send + Sync + 'static> Fids<T> {
+    pub fn new(limit: usize) -> Self {
+        Fids {
+            table: Arc::new(Mutex::new(HashMap::new())),
+            limit,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Fid, Arc<Slot<T>>>> {
+        // A panic elsewhere cannot leave the map itself inconsistent.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, fid: Fid) -> Option<Arc<Slot<T>>> {
+        self.lock().get(&fid).cloned()
+    }
+
+    /// Reserves `fid` for a fid being created; it stays locked until the
+    /// returned [`Pending`] is filled or dropped.
+    pub fn reserve(&self, fid: Fid) -> Result<Pending<T>, Refusal> {
+        let mut table = self.lock();
+        if fid == Fid::NOFID || table.contains_key(&fid) {
+            return Err(Refusal::InUse);
+        }
+        if table.len() >= self.limit {
+            return Err(Refusal::TooMany);
+        }
+        let slot = Arc::new(RwLock::new(None));
+        let guard = slot
+            .clone()
+            .try_write_owned()
+            .unwrap_or_else(|_| unreachable!("a new lock is free"));
+        table.insert(fid, slot.clone());
+        Ok(Pending {
+            fid,
+            slot,
+            guard: Some(guard),
+            table: self.table.clone(),
+        })
+    }
+
+    /// Takes `fid` out of the table (Tclunk, Tremove).
+    pub fn remove(&self, fid: Fid) -> Option<Arc<Slot<T>>> {
+        self.lock().remove(&fid)
+    }
+
+    /// Empties the table (Tversion, hang-up).
+    pub fn drain(&self) -> Vec<Arc<Slot<T>>> {
+        self.lock().drain().map(|(_, slot)| slot).collect()
+    }
+}
+
+/// A fid being created. Filled, it becomes usable; dropped unfilled (the
+/// walk failed or was flushed), it leaves the table.
+pub(crate) struct Pending<T> {
+    fid: Fid,
+    slot: Arc<Slot<T>>,
+    guard: Option<OwnedRwLockWriteGuard<Option<FidState<T>>>>,
+    table: Arc<Table<T>>,
+}
+
+impl<T> Pending<T> {
+    pub fn fill(mut self, state: FidState<T>) {
+        if let Some(guard) = self.guard.as_mut() {
+            **guard = Some(state);
+        }
+    }
+}
+
+impl<T> Drop for Pending<T> {
+    fn drop(&mut self) {
+        let filled = self.guard.as_ref().is_some_and(|g| g.is_some());
+        if !filled {
+            let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            if table
+                .get(&self.fid)
+                .is_some_and(|s| Arc::ptr_eq(s, &self.slot))
+            {
+                table.remove(&self.fid);
+            }
+        }
+        // The guard drops after this, releasing requests waiting on the fid.
+    }
+}

@@ -1,0 +1,436 @@
+//! The file-server trait: one async method per operation, each with a
+//! canonical refusal, so a server implements only what it means.
+//!
+//! One trait serves all three dialects. Its vocabulary is the common ground
+//! of them: open flags and modes are Linux's (as 9P2000.L has them),
+//! attributes carry both Plan 9 names and numeric ids, and the framework maps
+//! stat/wstat, getattr/setattr and both kinds of directory read onto it.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ninep_wire::consts::{dotl, unix};
+use ninep_wire::{Dialect, Name, Qid, Rgetlock, Rstatfs, Tgetlock, Tlock};
+
+use crate::error::{Error, Result};
+
+/// Who an attach was made as. Every request on fids derived from that attach
+/// carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// The user name sent (may be empty in 9P2000.L).
+    pub uname: String,
+    /// The numeric id sent in 9P2000.u/.L, or `NONUNAME`.
+    pub n_uname: u32,
+    /// The tree asked for.
+    pub aname: String,
+}
+
+/// The context of one request.
+#[derive(Debug, Clone)]
+pub struct Cx {
+    pub user: Arc<User>,
+    pub dialect: Dialect,
+}
+
+/// A time as 9P2000.L carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Time {
+    pub sec: u64,
+    pub nsec: u32,
+}
+
+impl Time {
+    pub fn now() -> Time {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Time {
+            sec: d.as_secs(),
+            nsec: d.subsec_nanos(),
+        }
+    }
+}
+
+/// A file's attributes, enough for a 9P2000 stat, a 9P2000.u stat and a
+/// 9P2000.L getattr.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Attr {
+    pub qid: Qid,
+    /// The last path element; `/` for the root.
+    pub name: String,
+    /// Unix `st_mode`: file type bits and permissions (`S_IFDIR | 0o755`).
+    pub mode: u32,
+    pub uid: String,
+    pub gid: String,
+    /// Who last modified the file.
+    pub muid: String,
+    pub n_uid: u32,
+    pub n_gid: u32,
+    pub nlink: u64,
+    /// Device number of a device file, as Linux encodes it.
+    pub rdev: u64,
+    pub size: u64,
+    pub blksize: u64,
+    pub blocks: u64,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+}
+
+impl Attr {
+    pub fn is_dir(&self) -> bool {
+        self.mode & unix::S_IFMT == unix::S_IFDIR
+    }
+}
+
+/// A time to set: the server's clock, or a given time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetTime {
+    Now,
+    At(Time),
+}
+
+/// Attribute changes, all-or-nothing; `None` leaves a field alone.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SetAttr {
+    /// Permission bits (07777) only; the file type never changes.
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// A group by name, as 9P2000 wstat names it.
+    pub gid_name: Option<String>,
+    pub size: Option<u64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
+    /// Bump ctime even if nothing else changes.
+    pub ctime: bool,
+}
+
+impl SetAttr {
+    pub fn is_empty(&self) -> bool {
+        *self == SetAttr::default()
+    }
+}
+
+/// A file just opened or created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    pub qid: Qid,
+    /// Largest I/O the server handles atomically; 0 means msize - IOHDRSZ.
+    pub iounit: u32,
+}
+
+/// One entry of a directory listing (never `.` or `..`: the framework adds
+/// those where a dialect wants them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Name,
+    pub attr: Attr,
+}
+
+/// Open flags in 9P2000.L's numbering; 9P2000 open modes are mapped to them.
+pub fn access_mode(flags: u32) -> u32 {
+    flags & dotl::O_ACCMODE
+}
+
+/// True if `flags` allow reading.
+pub fn can_read(flags: u32) -> bool {
+    matches!(access_mode(flags), dotl::O_RDONLY | dotl::O_RDWR)
+}
+
+/// True if `flags` allow writing.
+pub fn can_write(flags: u32) -> bool {
+    matches!(access_mode(flags), dotl::O_WRONLY | dotl::O_RDWR)
+}
+
+/// A 9P file server. `File` is what a fid refers to; the framework keeps one
+/// per fid and hands it back on every request naming that fid.
+///
+/// Every method has a default that refuses (or, for the few where a neutral
+/// answer exists, gives it), so a server implements only what it means.
+/// Methods may run concurrently for different fids; a method's future is
+/// dropped if its request is flushed, so hold no state across awaits that a
+/// drop would corrupt.
+pub trait Filesystem: Send + Sync + 'static {
+    type File: Clone + Send + Sync + 'static;
+
+    /// The root of the tree `user.aname`, as `user`.
+    fn attach(&self, user: &User) -> impl Future<Output = Result<(Self::File, Qid)>> + Send;
+
+    /// One step of a walk: `name` in directory `dir` (`..` is the parent;
+    /// at the root it is the root).
+    fn walk(
+        &self,
+        cx: &Cx,
+        dir: &Self::File,
+        name: &Name,
+    ) -> impl Future<Output = Result<(Self::File, Qid)>> + Send;
+
+    fn getattr(&self, cx: &Cx, file: &Self::File) -> impl Future<Output = Result<Attr>> + Send;
+
+    fn setattr(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        _set: &SetAttr,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async { Err(Error::prohibited("wstat")) }
+    }
+
+    /// Prepares `file` for I/O with Linux open `flags`. The default allows it.
+    fn open(
+        &self,
+        cx: &Cx,
+        file: &mut Self::File,
+        _flags: u32,
+    ) -> impl Future<Output = Result<Opened>> + Send {
+        async move {
+            let attr = self.getattr(cx, file).await?;
+            Ok(Opened {
+                qid: attr.qid,
+                iounit: 0,
+            })
+        }
+    }
+
+    /// Creates and opens regular file `name` in `dir` with permissions `mode`.
+    fn create(
+        &self,
+        _cx: &Cx,
+        _dir: &Self::File,
+        _name: &Name,
+        _mode: u32,
+        _flags: u32,
+        _gid: u32,
+    ) -> impl Future<Output = Result<(Self::File, Opened)>> + Send {
+        async { Err(Error::prohibited("create")) }
+    }
+
+    fn mkdir(
+        &self,
+        _cx: &Cx,
+        _dir: &Self::File,
+        _name: &Name,
+        _mode: u32,
+        _gid: u32,
+    ) -> impl Future<Output = Result<Qid>> + Send {
+        async { Err(Error::prohibited("create")) }
+    }
+
+    fn symlink(
+        &self,
+        _cx: &Cx,
+        _dir: &Self::File,
+        _name: &Name,
+        _target: &str,
+        _gid: u32,
+    ) -> impl Future<Output = Result<Qid>> + Send {
+        async { Err(Error::prohibited("create")) }
+    }
+
+    /// Creates a device, fifo or socket; `mode` includes the file type.
+    fn mknod(
+        &self,
+        _cx: &Cx,
+        _dir: &Self::File,
+        _name: &Name,
+        _mode: u32,
+        _major: u32,
+        _minor: u32,
+        _gid: u32,
+    ) -> impl Future<Output = Result<Qid>> + Send {
+        async { Err(Error::prohibited("create")) }
+    }
+
+    fn link(
+        &self,
+        _cx: &Cx,
+        _dir: &Self::File,
+        _file: &Self::File,
+        _name: &Name,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async { Err(Error::prohibited("create")) }
+    }
+
+    fn readlink(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+    ) -> impl Future<Output = Result<String>> + Send {
+        async { Err(Error::from_errno(ninep_wire::Errno::EINVAL)) }
+    }
+
+    fn read(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        _offset: u64,
+        _count: u32,
+    ) -> impl Future<Output = Result<Bytes>> + Send {
+        async { Err(Error::prohibited("read")) }
+    }
+
+    /// Writes `data` at `offset` (append-only files: at the end) and says
+    /// how much was written.
+    fn write(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        _offset: u64,
+        _data: Bytes,
+    ) -> impl Future<Output = Result<u32>> + Send {
+        async { Err(Error::prohibited("write")) }
+    }
+
+    /// The entries of directory `dir`, in a stable order. The framework reads
+    /// the whole listing when a client starts reading at offset 0 and serves
+    /// resumed reads from that snapshot, so offsets never skip or repeat.
+    fn read_dir(
+        &self,
+        _cx: &Cx,
+        _dir: &Self::File,
+    ) -> impl Future<Output = Result<Vec<DirEntry>>> + Send {
+        async { Err(Error::not_dir()) }
+    }
+
+    fn remove(&self, _cx: &Cx, _file: &Self::File) -> impl Future<Output = Result<()>> + Send {
+        async { Err(Error::prohibited("remove")) }
+    }
+
+    /// Moves `file` to `name` in `newdir` (its own directory if `None`).
+    fn rename(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        _newdir: Option<&Self::File>,
+        _name: &Name,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async { Err(Error::prohibited("wstat")) }
+    }
+
+    /// Removes `name` from `dir`. The default walks to it and removes it.
+    fn unlinkat(
+        &self,
+        cx: &Cx,
+        dir: &Self::File,
+        name: &Name,
+        flags: u32,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let (file, _) = self.walk(cx, dir, name).await?;
+            let attr = self.getattr(cx, &file).await?;
+            let want_dir = flags & dotl::AT_REMOVEDIR != 0;
+            let result = match (want_dir, attr.is_dir()) {
+                (true, false) => Err(Error::not_dir()),
+                (false, true) => Err(Error::is_dir()),
+                _ => self.remove(cx, &file).await,
+            };
+            let _ = self.clunk(cx, file).await;
+            result
+        }
+    }
+
+    /// Moves `oldname` in `olddir` to `newname` in `newdir`. The default walks
+    /// to it and renames it.
+    fn renameat(
+        &self,
+        cx: &Cx,
+        olddir: &Self::File,
+        oldname: &Name,
+        newdir: &Self::File,
+        newname: &Name,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let (file, _) = self.walk(cx, olddir, oldname).await?;
+            let result = self.rename(cx, &file, Some(newdir), newname).await;
+            let _ = self.clunk(cx, file).await;
+            result
+        }
+    }
+
+    fn statfs(&self, _cx: &Cx, _file: &Self::File) -> impl Future<Output = Result<Rstatfs>> + Send {
+        async {
+            Ok(Rstatfs {
+                ty: V9FS_MAGIC,
+                bsize: 4096,
+                blocks: 0,
+                bfree: 0,
+                bavail: 0,
+                files: 0,
+                ffree: 0,
+                fsid: 0,
+                namelen: ninep_wire::MAX_NAME_LEN as u32,
+            })
+        }
+    }
+
+    /// Commits `file` to stable storage. The default has nothing to commit.
+    fn fsync(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        _datasync: bool,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
+
+    /// A POSIX record lock; answers an Rlock status.
+    fn lock(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        _lock: &Tlock,
+    ) -> impl Future<Output = Result<u8>> + Send {
+        async { Err(Error::not_supported()) }
+    }
+
+    fn getlock(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        _lock: &Tgetlock,
+    ) -> impl Future<Output = Result<Rgetlock>> + Send {
+        async { Err(Error::not_supported()) }
+    }
+
+    /// The value of extended attribute `name`, or with `name` empty the
+    /// NUL-separated list of names.
+    fn xattr_get(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        name: &str,
+    ) -> impl Future<Output = Result<Bytes>> + Send {
+        let empty_list = name.is_empty();
+        async move {
+            if empty_list {
+                Ok(Bytes::new())
+            } else {
+                Err(Error::from_errno(ninep_wire::Errno::ENODATA))
+            }
+        }
+    }
+
+    /// Sets extended attribute `name` (flags as setxattr(2)); an empty value
+    /// with flags 0 after a Txattrcreate of size 0 removes it.
+    fn xattr_set(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        _name: &str,
+        _value: Bytes,
+        _flags: u32,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async { Err(Error::not_supported()) }
+    }
+
+    /// The fid is gone. The default drops the file.
+    fn clunk(&self, _cx: &Cx, _file: Self::File) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
+}
+
+/// The statfs type Linux's 9p client reports.
+pub const V9FS_MAGIC: u32 = 0x01021997;

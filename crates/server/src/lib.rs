@@ -1,0 +1,28 @@
+//! The server layer of ninep: an async 9P server framework.
+//!
+//! The framework owns the protocol, as Plan 9's lib9p does: version
+//! negotiation in all three dialects, msize and iounit, the fid table, tags,
+//! open modes, directory offsets and flush. A file server supplies only
+//! semantics, through the [`Filesystem`] trait (one async method per
+//! operation, each with a canonical refusal) or, for a small synthetic tree,
+//! through the ready-made [`tree`].
+//!
+//! Requests on one connection run concurrently and their replies go out as
+//! they finish; a flushed request's future is dropped and its reply never
+//! sent. See [`fs::Filesystem`] for what that means for cancel safety.
+
+mod convert;
+mod error;
+mod fids;
+mod handle;
+mod server;
+mod session;
+
+pub mod fs;
+pub mod tree;
+
+pub use convert::makedev;
+pub use error::{Error, Result};
+pub use fs::{Attr, Cx, DirEntry, Filesystem, Opened, SetAttr, SetTime, Time, User};
+pub use server::{Limits, Server};
+pub use session::MIN_MSIZE;

@@ -1,0 +1,179 @@
+//! A 9P server: limits, listeners, connections, and shutdown.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use ninep_transport::{Addr, Listener, Stream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::fs::Filesystem;
+use crate::session;
+
+/// The explicit limits of a server. Past one, the peer gets an error and
+/// everyone else carries on.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest message either side may send; a client asking more gets this.
+    pub msize: u32,
+    /// Fids one connection may hold.
+    pub fids: usize,
+    /// Requests one connection may have in flight.
+    pub requests: usize,
+    /// Connections served at once.
+    pub connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            msize: 1024 * 1024 + ninep_wire::IOHDRSZ,
+            fids: 64 * 1024,
+            requests: 1024,
+            connections: 1024,
+        }
+    }
+}
+
+/// What every connection of a server shares.
+pub(crate) struct Shared<F> {
+    pub fs: F,
+    pub limits: Limits,
+    /// Files with DMEXCL open somewhere, by qid path.
+    excl: Mutex<HashSet<u64>>,
+}
+
+impl<F> Shared<F> {
+    pub fn claim_excl(&self, path: u64) -> bool {
+        self.excl
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path)
+    }
+
+    pub fn release_excl(&self, path: u64) {
+        self.excl
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&path);
+    }
+}
+
+/// Serves a [`Filesystem`] over any number of connections.
+pub struct Server<F> {
+    shared: Arc<Shared<F>>,
+}
+
+impl<F> Clone for Server<F> {
+    fn clone(&self) -> Self {
+        Server {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for Server<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("limits", &self.shared.limits)
+            .finish()
+    }
+}
+
+impl<F: Filesystem> Server<F> {
+    pub fn new(fs: F) -> Self {
+        Self::with_limits(fs, Limits::default())
+    }
+
+    pub fn with_limits(fs: F, limits: Limits) -> Self {
+        Server {
+            shared: Arc::new(Shared {
+                fs,
+                limits,
+                excl: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+
+    pub fn fs(&self) -> &F {
+        &self.shared.fs
+    }
+
+    /// Listens on `addr` (a dial string such as `tcp!*!564`) and serves until
+    /// `shutdown` completes.
+    pub async fn serve(
+        &self,
+        addr: &str,
+        shutdown: impl Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let addr: Addr = addr
+            .parse()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let listener = addr.listen().await?;
+        self.serve_listener(listener, shutdown).await
+    }
+
+    /// Serves connections from `listener` until `shutdown` completes, then
+    /// ends every connection (clunking its fids) and returns.
+    pub async fn serve_listener(
+        &self,
+        listener: Listener,
+        shutdown: impl Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let stop = CancellationToken::new();
+        let slots = Arc::new(Semaphore::new(self.shared.limits.connections));
+        let mut conns = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        // Out of descriptors and the like: keep serving the others.
+                        tracing::warn!("accept: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+                Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            };
+            tracing::debug!("connection from {peer}");
+            match slots.clone().try_acquire_owned() {
+                Ok(permit) => {
+                    let shared = self.shared.clone();
+                    let stop = stop.child_token();
+                    conns.spawn(async move {
+                        session::serve(shared, stream, stop).await;
+                        drop(permit);
+                    });
+                }
+                Err(_) => {
+                    conns.spawn(session::refuse(stream, "too many connections"));
+                }
+            }
+        }
+        stop.cancel();
+        while conns.join_next().await.is_some() {}
+        Ok(())
+    }
+
+    /// Serves one already-connected stream (standard input and output, say)
+    /// until the peer hangs up or `shutdown` completes.
+    pub async fn serve_stream(&self, stream: Box<dyn Stream>, shutdown: impl Future<Output = ()>) {
+        let stop = CancellationToken::new();
+        let serving = session::serve(self.shared.clone(), stream, stop.clone());
+        tokio::pin!(serving);
+        tokio::select! {
+            () = &mut serving => return,
+            () = shutdown => stop.cancel(),
+        }
+        serving.await;
+    }
+}

@@ -1,0 +1,519 @@
+//! One connection: reading requests, running them concurrently, and writing
+//! replies as they finish.
+//!
+//! The reader owns the protocol's ordering rules (version, tags, the fid
+//! table, flush); each request then runs as its own task, so a slow request
+//! never holds up the others. A reply leaves through the in-flight table: a
+//! request removes its own entry as it queues its reply, and Tflush removes
+//! the entry of the request it flushes and queues Rflush under the same lock,
+//! so no reply to a flushed tag can follow its Rflush.
+
+use std::collections::HashMap;
+use std::io::IoSlice;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use ninep_transport::{FrameCodec, Stream};
+use ninep_wire::*;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::fids::{Fids, Pending, Refusal, Slot};
+use crate::fs::Filesystem;
+use crate::handle::{Handler, Resolved};
+use crate::server::Shared;
+
+/// The smallest msize accepted: room for a header and a useful payload.
+pub const MIN_MSIZE: u32 = 256;
+
+/// What Tversion settled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Session {
+    pub dialect: Dialect,
+    pub msize: u32,
+}
+
+/// A reply on its way to the writer.
+pub(crate) struct Outgoing {
+    fcall: Fcall,
+    session: Session,
+}
+
+struct Inflight {
+    id: u64,
+    abort: Option<AbortHandle>,
+}
+
+/// The state of one connection shared with its request tasks.
+pub(crate) struct Conn<F: Filesystem> {
+    pub shared: Arc<Shared<F>>,
+    pub fids: Fids<F::File>,
+    inflight: Mutex<HashMap<u16, Inflight>>,
+    replies: mpsc::UnboundedSender<Outgoing>,
+    next_id: AtomicU64,
+}
+
+impl<F: Filesystem> Conn<F> {
+    fn inflight(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Inflight>> {
+        self.inflight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send(&self, session: Session, tag: u16, msg: Msg) {
+        // The writer outlives every sender; a send fails only after the peer
+        // is gone, when the reply has nowhere to go anyway.
+        let _ = self.replies.send(Outgoing {
+            fcall: Fcall { tag, msg },
+            session,
+        });
+    }
+
+    /// Queues the reply of request `id` unless it was flushed.
+    fn finish(&self, session: Session, tag: u16, id: u64, msg: Msg) {
+        let mut inflight = self.inflight();
+        if inflight.get(&tag).is_some_and(|e| e.id == id) {
+            inflight.remove(&tag);
+            self.send(session, tag, msg);
+        }
+    }
+}
+
+/// The error reply for `err` in `dialect`.
+pub(crate) fn error_reply(err: &Error, dialect: Dialect) -> Msg {
+    match dialect {
+        Dialect::L => Rlerror {
+            ecode: err.errno().0,
+        }
+        .into(),
+        Dialect::U => Rerror {
+            ename: err.ename().to_owned(),
+            errno: err.errno().0,
+        }
+        .into(),
+        Dialect::Base => Rerror {
+            ename: err.ename().to_owned(),
+            errno: 0,
+        }
+        .into(),
+    }
+}
+
+/// Serves one connection until the peer hangs up, framing is lost, or
+/// `shutdown` is cancelled.
+pub(crate) async fn serve<F: Filesystem>(
+    shared: Arc<Shared<F>>,
+    stream: Box<dyn Stream>,
+    shutdown: CancellationToken,
+) {
+    let (reader, writer) = tokio::io::split(stream);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_replies(writer, rx));
+    let conn = Arc::new(Conn {
+        fids: Fids::new(shared.limits.fids),
+        shared,
+        inflight: Mutex::new(HashMap::new()),
+        replies: tx,
+        next_id: AtomicU64::new(0),
+    });
+    let limits = conn.shared.limits.clone();
+    let mut frames = FramedRead::new(reader, FrameCodec::new(limits.msize, Dialect::Base));
+    let mut session: Option<Session> = None;
+    loop {
+        let frame = tokio::select! {
+            frame = frames.next() => frame,
+            () = shutdown.cancelled() => break,
+        };
+        let frame = match frame {
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => {
+                tracing::debug!("closing connection: {e}");
+                break;
+            }
+            None => break,
+        };
+        if let Some(new) = receive(&conn, &mut session, frame).await {
+            frames.decoder_mut().set_msize(new.msize);
+            frames.decoder_mut().set_dialect(new.dialect);
+        }
+    }
+    reset(&conn).await;
+    drop(conn);
+    let _ = writer.await;
+}
+
+/// Handles one frame; returns the new session if it was a Tversion.
+async fn receive<F: Filesystem>(
+    conn: &Arc<Conn<F>>,
+    session: &mut Option<Session>,
+    frame: Bytes,
+) -> Option<Session> {
+    let current = session.unwrap_or(Session {
+        dialect: Dialect::Base,
+        msize: conn.shared.limits.msize,
+    });
+    let header = match Header::decode(&frame) {
+        Ok(h) => h,
+        Err(_) => return None, // the framing codec already checked the size
+    };
+    let fcall = match Fcall::decode(frame, current.dialect) {
+        Ok(fcall) => fcall,
+        Err(e) => {
+            let err = match e.kind {
+                DecodeErrorKind::UnknownType(_) => Error::not_supported(),
+                DecodeErrorKind::NameTooLong(_) => Error::from_errno(Errno::ENAMETOOLONG),
+                _ => Error::with_errno(Errno::EBADMSG, format!("bad 9P message: {}", e.kind)),
+            };
+            conn.send(current, header.tag, error_reply(&err, current.dialect));
+            return None;
+        }
+    };
+    let tag = fcall.tag;
+    if let Msg::Tversion(v) = &fcall.msg {
+        reset(conn).await;
+        let (reply, new) = version(v, conn.shared.limits.msize);
+        *session = new;
+        conn.send(new.unwrap_or(current), tag, reply);
+        return new;
+    }
+    let Some(current) = *session else {
+        let err = Error::with_errno(Errno::EPROTO, "version not negotiated");
+        conn.send(current, tag, error_reply(&err, current.dialect));
+        return None;
+    };
+    if !fcall.msg.is_request() {
+        let err = Error::with_errno(Errno::EPROTO, "reply sent to a server");
+        conn.send(current, tag, error_reply(&err, current.dialect));
+        return None;
+    }
+    if let Msg::Tflush(f) = &fcall.msg {
+        flush(conn, current, tag, f.oldtag);
+        return None;
+    }
+    let resolved = match resolve(conn, &fcall.msg) {
+        Ok(r) => r,
+        Err(err) => {
+            conn.send(current, tag, error_reply(&err, current.dialect));
+            return None;
+        }
+    };
+    let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
+    {
+        let mut inflight = conn.inflight();
+        if inflight.contains_key(&tag) {
+            drop(inflight);
+            let err = Error::with_errno(Errno::EPROTO, "duplicate tag");
+            conn.send(current, tag, error_reply(&err, current.dialect));
+            return None;
+        }
+        if inflight.len() >= conn.shared.limits.requests {
+            drop(inflight);
+            let err = Error::with_errno(Errno::EAGAIN, "too many requests in flight");
+            conn.send(current, tag, error_reply(&err, current.dialect));
+            return None;
+        }
+        inflight.insert(tag, Inflight { id, abort: None });
+    }
+    let task_conn = conn.clone();
+    let task = tokio::spawn(async move {
+        let handler = Handler {
+            conn: &task_conn,
+            session: current,
+        };
+        let reply = handler.run(fcall.msg, resolved).await;
+        let reply = reply.unwrap_or_else(|e| error_reply(&e, current.dialect));
+        task_conn.finish(current, tag, id, reply);
+    });
+    if let Some(entry) = conn.inflight().get_mut(&tag)
+        && entry.id == id
+    {
+        entry.abort = Some(task.abort_handle());
+    }
+    None
+}
+
+/// Tversion: picks the dialect and msize, or answers `unknown`.
+fn version(v: &Tversion, max_msize: u32) -> (Msg, Option<Session>) {
+    let msize = v.msize.min(max_msize);
+    match Dialect::from_version(&v.version) {
+        // Too small to carry anything useful: refuse, as lib9p does.
+        Some(_) if msize < MIN_MSIZE => {
+            let err = Error::with_errno(Errno::EINVAL, "msize too small");
+            (error_reply(&err, Dialect::Base), None)
+        }
+        Some(dialect) => (
+            Rversion {
+                msize,
+                version: dialect.version().to_owned(),
+            }
+            .into(),
+            Some(Session { dialect, msize }),
+        ),
+        None => (
+            Rversion {
+                msize,
+                version: "unknown".into(),
+            }
+            .into(),
+            None,
+        ),
+    }
+}
+
+/// Tflush: cancels `oldtag` if it is still running, then answers.
+fn flush<F: Filesystem>(conn: &Conn<F>, session: Session, tag: u16, oldtag: u16) {
+    let mut inflight = conn.inflight();
+    if let Some(entry) = inflight.remove(&oldtag)
+        && let Some(abort) = entry.abort
+    {
+        abort.abort();
+    }
+    conn.send(session, tag, Rflush {}.into());
+}
+
+/// Ends the session: cancels every request and clunks every fid.
+async fn reset<F: Filesystem>(conn: &Arc<Conn<F>>) {
+    let cancelled: Vec<Inflight> = conn.inflight().drain().map(|(_, e)| e).collect();
+    for entry in cancelled {
+        if let Some(abort) = entry.abort {
+            abort.abort();
+        }
+    }
+    for slot in conn.fids.drain() {
+        let _ = clunk_slot(conn, &slot).await;
+    }
+}
+
+/// Forgets a fid that left the table: releases its claims, honours ORCLOSE
+/// and tells the file server. Returns the file server's verdict.
+pub(crate) async fn clunk_slot<F: Filesystem>(
+    conn: &Conn<F>,
+    slot: &Slot<F::File>,
+) -> Result<(), Error> {
+    let Some(state) = slot.write().await.take() else {
+        return Ok(());
+    };
+    let fs = &conn.shared.fs;
+    let cx = crate::fs::Cx {
+        user: state.user.clone(),
+        dialect: Dialect::L,
+    };
+    if state.excl {
+        conn.shared.release_excl(state.qid.path);
+    }
+    if state.rclose {
+        let _ = fs.remove(&cx, &state.file).await;
+    }
+    let mut result = Ok(());
+    if let Some(crate::fids::Xattr::Write {
+        name,
+        size,
+        flags,
+        value,
+    }) = &state.xattr
+    {
+        result = if value.len() as u64 != *size {
+            Err(Error::from_errno(Errno::EINVAL))
+        } else {
+            fs.xattr_set(&cx, &state.file, name, value.clone().freeze(), *flags)
+                .await
+        };
+    }
+    let clunked = fs.clunk(&cx, state.file).await;
+    result.and(clunked)
+}
+
+/// Looks up, reserves and removes the fids a request names, in arrival order.
+fn resolve<F: Filesystem>(conn: &Conn<F>, msg: &Msg) -> Result<Resolved<F::File>, Error> {
+    let get = |fid: Fid| {
+        conn.fids
+            .get(fid)
+            .ok_or_else(|| Error::with_errno(Errno::EBADF, "unknown fid"))
+    };
+    let reserve = |fid: Fid| -> Result<Pending<F::File>, Error> {
+        conn.fids.reserve(fid).map_err(|r| match r {
+            Refusal::InUse => Error::with_errno(Errno::EBADF, "fid in use"),
+            Refusal::TooMany => Error::with_errno(Errno::EMFILE, "too many fids"),
+        })
+    };
+    let mut r = Resolved::default();
+    match msg {
+        Msg::Tattach(m) => {
+            if m.afid != Fid::NOFID {
+                return Err(Error::with_errno(
+                    Errno::EINVAL,
+                    "authentication not required",
+                ));
+            }
+            r.new = Some(reserve(m.fid)?);
+        }
+        Msg::Twalk(m) => {
+            r.fid = Some(get(m.fid)?);
+            if m.newfid != m.fid {
+                r.new = Some(reserve(m.newfid)?);
+            }
+        }
+        Msg::Txattrwalk(m) => {
+            r.fid = Some(get(m.fid)?);
+            r.new = Some(reserve(m.newfid)?);
+        }
+        Msg::Tclunk(Tclunk { fid }) | Msg::Tremove(Tremove { fid }) => {
+            r.fid = Some(
+                conn.fids
+                    .remove(*fid)
+                    .ok_or_else(|| Error::with_errno(Errno::EBADF, "unknown fid"))?,
+            );
+        }
+        Msg::Trename(m) => {
+            r.fid = Some(get(m.fid)?);
+            r.other = Some(get(m.dfid)?);
+        }
+        Msg::Tlink(m) => {
+            r.fid = Some(get(m.dfid)?);
+            r.other = Some(get(m.fid)?);
+        }
+        Msg::Trenameat(m) => {
+            r.fid = Some(get(m.olddirfid)?);
+            r.other = Some(get(m.newdirfid)?);
+        }
+        Msg::Tauth(_) => {
+            return Err(Error::with_errno(
+                Errno::ENOENT,
+                "authentication not required",
+            ));
+        }
+        other => {
+            let fid = match other {
+                Msg::Topen(m) => m.fid,
+                Msg::Tcreate(m) => m.fid,
+                Msg::Tread(m) => m.fid,
+                Msg::Twrite(m) => m.fid,
+                Msg::Tstat(m) => m.fid,
+                Msg::Twstat(m) => m.fid,
+                Msg::Tstatfs(m) => m.fid,
+                Msg::Tlopen(m) => m.fid,
+                Msg::Tlcreate(m) => m.fid,
+                Msg::Tsymlink(m) => m.fid,
+                Msg::Tmknod(m) => m.dfid,
+                Msg::Treadlink(m) => m.fid,
+                Msg::Tgetattr(m) => m.fid,
+                Msg::Tsetattr(m) => m.fid,
+                Msg::Txattrcreate(m) => m.fid,
+                Msg::Treaddir(m) => m.fid,
+                Msg::Tfsync(m) => m.fid,
+                Msg::Tlock(m) => m.fid,
+                Msg::Tgetlock(m) => m.fid,
+                Msg::Tmkdir(m) => m.dfid,
+                Msg::Tunlinkat(m) => m.dirfid,
+                _ => return Err(Error::not_supported()),
+            };
+            r.fid = Some(get(fid)?);
+        }
+    }
+    Ok(r)
+}
+
+/// Writes queued replies, batching those that are ready together into one
+/// write and sending large payloads from their own buffers.
+async fn write_replies(
+    mut out: impl AsyncWrite + Unpin,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+) {
+    /// Payloads at least this large are written in place, not copied.
+    const COPY_LIMIT: usize = 16 * 1024;
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(out_msg) = next {
+            let start = buf.len();
+            let payload = encode_reply(&out_msg, &mut buf);
+            if let Some(payload) = payload {
+                if payload.len() < COPY_LIMIT {
+                    buf.extend_from_slice(&payload);
+                } else if write_both(&mut out, &buf, &payload).await.is_err() {
+                    return;
+                } else {
+                    buf.clear();
+                }
+            }
+            debug_assert!(buf.len() >= start);
+            if buf.len() >= 64 * 1024 {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        if !buf.is_empty() {
+            if out.write_all(&buf).await.is_err() {
+                return;
+            }
+            buf.clear();
+        }
+        if out.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = out.shutdown().await;
+}
+
+/// Encodes a reply into `buf`, returning a payload to send after it. A reply
+/// that cannot be sent within msize becomes an error reply.
+fn encode_reply(out: &Outgoing, buf: &mut BytesMut) -> Option<Bytes> {
+    let Session { dialect, msize } = out.session;
+    let start = buf.len();
+    let fits = |buf: &BytesMut, payload: &Option<Bytes>| {
+        buf.len() - start + payload.as_ref().map_or(0, Bytes::len) <= msize as usize
+    };
+    match out.fcall.encode_head(dialect, buf) {
+        Ok(payload) if fits(buf, &payload) => return payload,
+        Ok(_) => buf.truncate(start),
+        Err(e) => tracing::warn!("cannot encode {}: {e}", out.fcall.msg.name()),
+    }
+    let err = Error::from_errno(Errno::EMSGSIZE);
+    let reply = Fcall::new(out.fcall.tag, error_reply(&err, dialect));
+    // An error reply always fits: msize is at least MIN_MSIZE.
+    let _ = reply.encode(dialect, buf);
+    None
+}
+
+/// Writes `head` then `payload` with as few system calls as the kernel allows.
+async fn write_both(
+    out: &mut (impl AsyncWrite + Unpin),
+    head: &[u8],
+    payload: &[u8],
+) -> std::io::Result<()> {
+    let (mut head, mut payload) = (head, payload);
+    while !head.is_empty() {
+        let n = out
+            .write_vectored(&[IoSlice::new(head), IoSlice::new(payload)])
+            .await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let from_head = n.min(head.len());
+        head = &head[from_head..];
+        payload = &payload[n - from_head..];
+    }
+    out.write_all(payload).await
+}
+
+/// Answers the first message of a connection over the limit with an error,
+/// then hangs up.
+pub(crate) async fn refuse(stream: Box<dyn Stream>, why: &'static str) {
+    let (reader, mut writer) = tokio::io::split(stream);
+    let mut frames = FramedRead::new(reader, FrameCodec::new(MIN_MSIZE * 64, Dialect::Base));
+    let first = tokio::time::timeout(std::time::Duration::from_secs(5), frames.next()).await;
+    if let Ok(Some(Ok(frame))) = first
+        && let Ok(header) = Header::decode(&frame)
+    {
+        let err = Error::with_errno(Errno::EAGAIN, why);
+        let reply = Fcall::new(header.tag, error_reply(&err, Dialect::Base));
+        if let Ok(bytes) = reply.to_bytes(Dialect::Base) {
+            let _ = writer.write_all(&bytes).await;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
