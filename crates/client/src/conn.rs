@@ -1,0 +1,457 @@
+//! One connection to a server: version negotiation, tags, and the tasks that
+//! write requests and route replies back to whoever is waiting.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use ninep_transport::{Addr, FrameCodec, Stream};
+use ninep_wire::*;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::FramedRead;
+
+use crate::error::Error;
+use crate::fsys::Fsys;
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The msize to ask for; the server may lower it.
+    pub msize: u32,
+    /// The dialect to insist on, or `None` to try 9P2000.L, then 9P2000.u,
+    /// then 9P2000.
+    pub dialect: Option<Dialect>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            msize: 1024 * 1024 + IOHDRSZ,
+            dialect: None,
+        }
+    }
+}
+
+/// A connection to a 9P server. Cheap to clone; all clones share it.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("dialect", &self.dialect())
+            .field("msize", &self.msize())
+            .finish()
+    }
+}
+
+pub(crate) struct Inner {
+    state: Mutex<State>,
+    writer: mpsc::UnboundedSender<(Bytes, Option<Bytes>)>,
+    dialect: Mutex<Dialect>,
+    msize: AtomicU32,
+    next_fid: AtomicU32,
+    free_fids: Mutex<Vec<u32>>,
+}
+
+#[derive(Default)]
+struct State {
+    pending: HashMap<u16, Waiter>,
+    free_tags: Vec<u16>,
+    next_tag: u16,
+    closed: bool,
+}
+
+enum Waiter {
+    /// A request whose caller waits for the reply.
+    Reply(oneshot::Sender<Result<Msg, Error>>),
+    /// A request given up on: its Tflush is in flight; when the reply to it
+    /// comes, `then` learns what became of the request.
+    Flushing(Option<oneshot::Sender<Msg>>),
+    /// A Tflush for `old`; its Rflush frees both tags.
+    Flush { old: u16 },
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn dialect(&self) -> Dialect {
+        *self.dialect.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn msize(&self) -> u32 {
+        self.msize.load(Ordering::Relaxed)
+    }
+
+    fn alloc_tag(state: &mut State) -> Option<u16> {
+        if let Some(tag) = state.free_tags.pop() {
+            return Some(tag);
+        }
+        if state.next_tag == NOTAG {
+            return None;
+        }
+        let tag = state.next_tag;
+        state.next_tag += 1;
+        Some(tag)
+    }
+
+    pub(crate) fn alloc_fid(&self) -> Fid {
+        if let Some(fid) = self
+            .free_fids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+        {
+            return Fid(fid);
+        }
+        Fid(self.next_fid.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub(crate) fn free_fid(&self, fid: Fid) {
+        self.free_fids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(fid.0);
+    }
+
+    fn send(&self, fcall: &Fcall) -> Result<(), Error> {
+        let mut head = BytesMut::new();
+        let payload = fcall
+            .encode_head(self.dialect(), &mut head)
+            .map_err(|e| Error::protocol(e.to_string()))?;
+        let size = head.len() + payload.as_ref().map_or(0, Bytes::len);
+        if size > self.msize() as usize {
+            return Err(Error::protocol(format!(
+                "{} of {size} bytes exceeds msize",
+                fcall.msg.name()
+            )));
+        }
+        self.writer
+            .send((head.freeze(), payload))
+            .map_err(|_| Error::Closed)
+    }
+
+    /// Sends a request and waits for its reply. An error reply becomes
+    /// [`Error::Remote`]. Dropping the future flushes the request.
+    pub(crate) async fn rpc(self: &Arc<Self>, msg: Msg) -> Result<Msg, Error> {
+        let (tx, rx) = oneshot::channel();
+        let tag = {
+            let mut state = self.lock();
+            if state.closed {
+                return Err(Error::Closed);
+            }
+            let tag = Self::alloc_tag(&mut state)
+                .ok_or_else(|| Error::protocol("all 65535 tags are in use"))?;
+            state.pending.insert(tag, Waiter::Reply(tx));
+            tag
+        };
+        let want = msg.ty() + 1;
+        let mut guard = FlushOnDrop {
+            inner: self.clone(),
+            tag,
+            armed: true,
+        };
+        if let Err(e) = self.send(&Fcall { tag, msg }) {
+            guard.armed = false;
+            self.release(tag);
+            return Err(e);
+        }
+        let reply = rx.await.map_err(|_| Error::Closed);
+        guard.armed = false;
+        let reply = reply??;
+        match reply {
+            Msg::Rerror(e) => Err(Error::Remote {
+                errno: if e.errno != 0 {
+                    Errno(e.errno)
+                } else {
+                    Errno::from_ename(&e.ename)
+                },
+                ename: e.ename,
+            }),
+            Msg::Rlerror(e) => Err(Error::Remote {
+                errno: Errno(e.ecode),
+                ename: Errno(e.ecode).ename().to_owned(),
+            }),
+            r if r.ty() == want => Ok(r),
+            r => Err(Error::protocol(format!(
+                "{} in reply to a T-message of type {}",
+                r.name(),
+                want - 1
+            ))),
+        }
+    }
+
+    fn release(&self, tag: u16) {
+        let mut state = self.lock();
+        state.pending.remove(&tag);
+        state.free_tags.push(tag);
+    }
+
+    /// Gives up on request `tag`: sends Tflush; both tags are freed at Rflush.
+    /// `then` receives the original's reply if it arrives first.
+    fn flush(&self, tag: u16, then: Option<oneshot::Sender<Msg>>) {
+        let mut state = self.lock();
+        if state.closed || !matches!(state.pending.get(&tag), Some(Waiter::Reply(_))) {
+            return;
+        }
+        let Some(flush_tag) = Self::alloc_tag(&mut state) else {
+            // No tag to flush with: the request runs its course and its reply
+            // is dropped when it comes.
+            state.pending.insert(tag, Waiter::Flushing(then));
+            return;
+        };
+        state.pending.insert(tag, Waiter::Flushing(then));
+        state.pending.insert(flush_tag, Waiter::Flush { old: tag });
+        drop(state);
+        let _ = self.send(&Fcall::new(flush_tag, Tflush { oldtag: tag }));
+    }
+
+    /// Routes one reply to its waiter.
+    fn dispatch(&self, fcall: Fcall) {
+        let mut state = self.lock();
+        let Some(waiter) = state.pending.remove(&fcall.tag) else {
+            tracing::debug!("reply to unknown tag: {fcall}");
+            return;
+        };
+        match waiter {
+            Waiter::Reply(tx) => {
+                state.free_tags.push(fcall.tag);
+                drop(state);
+                let _ = tx.send(Ok(fcall.msg));
+            }
+            Waiter::Flushing(then) => {
+                // The reply beat the Rflush: the request happened. Keep the
+                // tag until the Rflush.
+                state.pending.insert(fcall.tag, Waiter::Flushing(None));
+                drop(state);
+                if let Some(then) = then {
+                    let _ = then.send(fcall.msg);
+                }
+            }
+            Waiter::Flush { old } => {
+                state.free_tags.push(fcall.tag);
+                if let Some(Waiter::Flushing(_)) = state.pending.get(&old) {
+                    state.pending.remove(&old);
+                }
+                state.free_tags.push(old);
+            }
+        }
+    }
+
+    fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        for (_, waiter) in state.pending.drain() {
+            if let Waiter::Reply(tx) = waiter {
+                let _ = tx.send(Err(Error::Closed));
+            }
+        }
+    }
+}
+
+/// Flushes a request whose future was dropped before the reply came.
+struct FlushOnDrop {
+    inner: Arc<Inner>,
+    tag: u16,
+    armed: bool,
+}
+
+impl Drop for FlushOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner.flush(self.tag, None);
+        }
+    }
+}
+
+impl Client {
+    /// Connects to `addr` (a dial string) with default options.
+    pub async fn connect(addr: &str) -> Result<Client, Error> {
+        Self::connect_with(addr, Options::default()).await
+    }
+
+    pub async fn connect_with(addr: &str, options: Options) -> Result<Client, Error> {
+        let addr: Addr = addr.parse().map_err(|e: String| {
+            Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        })?;
+        let stream = addr.dial().await?;
+        Self::over(stream, options).await
+    }
+
+    /// Speaks 9P over an already connected stream.
+    pub async fn over(stream: Box<dyn Stream>, options: Options) -> Result<Client, Error> {
+        let (reader, writer) = tokio::io::split(stream);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State::default()),
+            writer: tx,
+            dialect: Mutex::new(Dialect::Base),
+            msize: AtomicU32::new(options.msize),
+            next_fid: AtomicU32::new(0),
+            free_fids: Mutex::new(Vec::new()),
+        });
+        tokio::spawn(write_requests(writer, rx));
+        let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
+        let dialect = negotiate(&inner, &mut frames, &options).await?;
+        frames.decoder_mut().set_msize(inner.msize());
+        let weak = Arc::downgrade(&inner);
+        tokio::spawn(async move {
+            while let Some(frame) = frames.next().await {
+                let Some(inner) = weak.upgrade() else { return };
+                match frame.map(|f| Fcall::decode(f, dialect)) {
+                    Ok(Ok(fcall)) => inner.dispatch(fcall),
+                    Ok(Err(e)) => {
+                        tracing::warn!("undecodable reply: {e}");
+                        inner.close();
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::debug!("connection lost: {e}");
+                        break;
+                    }
+                }
+            }
+            if let Some(inner) = weak.upgrade() {
+                inner.close();
+            }
+        });
+        Ok(Client { inner })
+    }
+
+    /// The dialect the server agreed to.
+    pub fn dialect(&self) -> Dialect {
+        self.inner.dialect()
+    }
+
+    /// The msize the server agreed to.
+    pub fn msize(&self) -> u32 {
+        self.inner.msize()
+    }
+
+    /// Sends any request and returns its reply (an error reply as an error).
+    pub async fn rpc(&self, msg: impl Into<Msg>) -> Result<Msg, Error> {
+        self.inner.rpc(msg.into()).await
+    }
+
+    /// Attaches to the tree `aname` as `uname`.
+    pub async fn attach(&self, uname: &str, aname: &str) -> Result<Fsys, Error> {
+        self.attach_as(uname, NONUNAME, aname).await
+    }
+
+    /// Attaches as a user given by name and (9P2000.u, .L) numeric id.
+    pub async fn attach_as(&self, uname: &str, n_uname: u32, aname: &str) -> Result<Fsys, Error> {
+        let fid = self.inner.alloc_fid();
+        let msg = Tattach {
+            fid,
+            afid: Fid::NOFID,
+            uname: uname.to_owned(),
+            aname: aname.to_owned(),
+            n_uname,
+        };
+        match self.inner.rpc(msg.into()).await {
+            Ok(Msg::Rattach(r)) => Ok(Fsys::new(crate::fsys::Fid::new(self.clone(), fid, r.qid))),
+            Ok(_) => unreachable!("rpc checks the reply type"),
+            Err(e) => {
+                self.inner.free_fid(fid);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Tversion: the dialect asked for, or each in turn from the most capable.
+async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
+    inner: &Inner,
+    frames: &mut FramedRead<R, FrameCodec>,
+    options: &Options,
+) -> Result<Dialect, Error> {
+    let wanted: Vec<Dialect> = match options.dialect {
+        Some(d) => vec![d],
+        None => Dialect::ALL.to_vec(),
+    };
+    for want in wanted {
+        let tversion = Fcall::new(
+            NOTAG,
+            Tversion {
+                msize: options.msize,
+                version: want.version().to_owned(),
+            },
+        );
+        inner.send(&tversion)?;
+        let frame = frames
+            .next()
+            .await
+            .ok_or(Error::Closed)?
+            .map_err(|e| Error::protocol(e.to_string()))?;
+        // Rversion reads the same in every dialect; an error reply (diod's
+        // answer to a version it does not speak) means "try another".
+        let reply = Fcall::decode(frame.clone(), Dialect::Base)
+            .or_else(|_| Fcall::decode(frame, Dialect::L));
+        let Ok(Fcall {
+            msg: Msg::Rversion(r),
+            ..
+        }) = reply
+        else {
+            continue;
+        };
+        let Some(got) = Dialect::from_version(&r.version) else {
+            continue;
+        };
+        if got > want && options.dialect.is_none() || r.msize > options.msize || r.msize < 256 {
+            return Err(Error::protocol(format!(
+                "bad Rversion: {} msize {}",
+                r.version, r.msize
+            )));
+        }
+        if options.dialect.is_some_and(|d| d != got) {
+            return Err(Error::protocol(format!("server speaks {got}, not {want}")));
+        }
+        inner.msize.store(r.msize, Ordering::Relaxed);
+        *inner.dialect.lock().unwrap_or_else(|e| e.into_inner()) = got;
+        return Ok(got);
+    }
+    Err(Error::protocol("server speaks no dialect we know"))
+}
+
+/// Writes requests in order, batching those queued together.
+async fn write_requests(
+    mut out: impl AsyncWrite + Unpin,
+    mut rx: mpsc::UnboundedReceiver<(Bytes, Option<Bytes>)>,
+) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some((head, payload)) = next {
+            buf.extend_from_slice(&head);
+            if let Some(payload) = payload {
+                if payload.len() >= 16 * 1024 {
+                    if out.write_all(&buf).await.is_err() || out.write_all(&payload).await.is_err()
+                    {
+                        return;
+                    }
+                    buf.clear();
+                } else {
+                    buf.extend_from_slice(&payload);
+                }
+            }
+            if buf.len() >= 64 * 1024 {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        if !buf.is_empty() {
+            if out.write_all(&buf).await.is_err() {
+                return;
+            }
+            buf.clear();
+        }
+    }
+    let _ = out.shutdown().await;
+}

@@ -1,0 +1,84 @@
+//! The client's error: the server said no, or the connection failed.
+
+use std::fmt;
+use std::io;
+
+use ninep_wire::Errno;
+
+/// A failed request.
+#[derive(Debug)]
+pub enum Error {
+    /// The server answered with an error.
+    Remote {
+        errno: Errno,
+        ename: String,
+    },
+    /// The connection is gone.
+    Closed,
+    /// The server broke the protocol (a reply of the wrong type, say).
+    Protocol(String),
+    Io(io::Error),
+}
+
+impl Error {
+    pub(crate) fn protocol(what: impl Into<String>) -> Error {
+        Error::Protocol(what.into())
+    }
+
+    /// True if the server refused the request (as opposed to a failure of
+    /// the connection).
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Error::Remote { .. })
+    }
+
+    /// True if the connection is gone.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Error::Closed)
+    }
+
+    /// The errno of the failure, as the server gave it or as its error
+    /// string means.
+    pub fn errno(&self) -> Errno {
+        match self {
+            Error::Remote { errno, .. } => *errno,
+            Error::Closed => Errno::ENOTCONN,
+            Error::Protocol(_) => Errno::EPROTO,
+            Error::Io(e) => e.raw_os_error().map_or(Errno::EIO, |n| Errno(n as u32)),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Remote { ename, .. } => f.write_str(ename),
+            Error::Closed => f.write_str("connection closed"),
+            Error::Protocol(what) => write!(f, "protocol error: {what}"),
+            Error::Io(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io(e)
+    }
+}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        match e {
+            Error::Io(e) => e,
+            other => io::Error::from_raw_os_error(other.errno().0 as i32),
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! An open file: reads and writes split by iounit, directory listings, and
+//! tokio's AsyncRead/AsyncWrite over a file position.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use ninep_wire::*;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::error::Error;
+use crate::fsys::Fid;
+use crate::info::{DirEntry, FileInfo};
+
+type Op<T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send>>;
+
+/// An open fid. Dropping it clunks the fid.
+pub struct File {
+    fid: Fid,
+    iounit: u32,
+    /// Position for AsyncRead, AsyncWrite and 9P2000 directory reads.
+    pos: u64,
+    reading: Option<Op<Bytes>>,
+    writing: Option<Op<u32>>,
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("File")
+            .field("fid", &self.fid)
+            .field("iounit", &self.iounit)
+            .field("pos", &self.pos)
+            .finish()
+    }
+}
+
+impl File {
+    pub(crate) fn new(fid: Fid, iounit: u32) -> File {
+        let max = fid.client().msize() - IOHDRSZ;
+        let iounit = if iounit == 0 || iounit > max {
+            max
+        } else {
+            iounit
+        };
+        File {
+            fid,
+            iounit,
+            pos: 0,
+            reading: None,
+            writing: None,
+        }
+    }
+
+    pub fn qid(&self) -> Qid {
+        self.fid.qid()
+    }
+
+    /// Most bytes one read or write message carries.
+    pub fn iounit(&self) -> u32 {
+        self.iounit
+    }
+
+    pub fn fid(&self) -> &Fid {
+        &self.fid
+    }
+
+    pub async fn stat(&self) -> Result<FileInfo, Error> {
+        self.fid.stat().await
+    }
+
+    /// One read of at most `count` bytes (and at most iounit) at `offset`.
+    /// Fewer bytes than asked is not an error; none means end of file.
+    pub async fn read_at(&self, offset: u64, count: u32) -> Result<Bytes, Error> {
+        read_at(&self.fid, offset, count.min(self.iounit)).await
+    }
+
+    /// One write of at most iounit bytes of `data` at `offset`; returns how
+    /// many were written.
+    pub async fn write_at(&self, offset: u64, data: Bytes) -> Result<u32, Error> {
+        let n = data.len().min(self.iounit as usize);
+        write_at(&self.fid, offset, data.slice(..n)).await
+    }
+
+    /// Writes all of `data` at `offset`, in iounit pieces.
+    pub async fn write_all_at(&self, mut offset: u64, mut data: Bytes) -> Result<(), Error> {
+        while !data.is_empty() {
+            let n = self.write_at(offset, data.clone()).await? as usize;
+            if n == 0 {
+                return Err(Error::protocol("server wrote nothing"));
+            }
+            data = data.slice(n..);
+            offset += n as u64;
+        }
+        Ok(())
+    }
+
+    /// The rest of the file from the current position.
+    pub async fn read_to_end(mut self) -> Result<Vec<u8>, Error> {
+        let mut out = Vec::new();
+        loop {
+            let data = self.read_at(self.pos, self.iounit).await?;
+            if data.is_empty() {
+                return Ok(out);
+            }
+            self.pos += data.len() as u64;
+            out.extend_from_slice(&data);
+        }
+    }
+
+    /// Every entry of this open directory.
+    pub async fn read_dir(mut self) -> Result<Vec<DirEntry>, Error> {
+        let client = self.fid.client().clone();
+        let dialect = client.dialect();
+        let mut entries = Vec::new();
+        let mut offset = 0;
+        loop {
+            if dialect == Dialect::L {
+                let msg = Treaddir {
+                    fid: self.fid.fid,
+                    offset,
+                    count: self.iounit,
+                };
+                let Msg::Rreaddir(r) = client.inner.rpc(msg.into()).await? else {
+                    unreachable!("rpc checks the reply type");
+                };
+                if r.data.is_empty() {
+                    return Ok(entries);
+                }
+                for d in Dirent::entries(&r.data) {
+                    let d = d.map_err(|e| Error::protocol(e.to_string()))?;
+                    offset = d.offset;
+                    if !d.name.is_dot_or_dotdot() {
+                        entries.push(DirEntry {
+                            name: d.name.into_string(),
+                            qid: d.qid,
+                            info: None,
+                        });
+                    }
+                }
+            } else {
+                let data = self.read_at(self.pos, self.iounit).await?;
+                if data.is_empty() {
+                    return Ok(entries);
+                }
+                self.pos += data.len() as u64;
+                for s in Stat::entries(&data, dialect) {
+                    let s = s.map_err(|e| Error::protocol(e.to_string()))?;
+                    entries.push(DirEntry {
+                        name: s.name.clone(),
+                        qid: s.qid,
+                        info: Some(FileInfo::from_stat(s, dialect)),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Clunks the fid and waits for the server (an xattr or ORCLOSE file
+    /// reports its outcome here).
+    pub async fn close(self) -> Result<(), Error> {
+        self.fid.clunk().await
+    }
+
+    /// Sends Tfsync (9P2000.L) or an all-"don't touch" Twstat (9P2000, .u).
+    pub async fn sync(&self) -> Result<(), Error> {
+        let client = self.fid.client();
+        let fid = self.fid.fid;
+        let msg: Msg = match client.dialect() {
+            Dialect::L => Tfsync {
+                fid,
+                datasync: Some(0),
+            }
+            .into(),
+            _ => Twstat {
+                fid,
+                stat: Stat::dont_touch(),
+            }
+            .into(),
+        };
+        client.inner.rpc(msg).await.map(drop)
+    }
+}
+
+async fn read_at(fid: &Fid, offset: u64, count: u32) -> Result<Bytes, Error> {
+    let msg = Tread {
+        fid: fid.fid,
+        offset,
+        count,
+    };
+    match fid.client().inner.rpc(msg.into()).await? {
+        Msg::Rread(r) if r.data.len() <= count as usize => Ok(r.data),
+        Msg::Rread(_) => Err(Error::protocol("Rread longer than asked")),
+        _ => unreachable!("rpc checks the reply type"),
+    }
+}
+
+async fn write_at(fid: &Fid, offset: u64, data: Bytes) -> Result<u32, Error> {
+    let len = data.len();
+    let msg = Twrite {
+        fid: fid.fid,
+        offset,
+        data,
+    };
+    match fid.client().inner.rpc(msg.into()).await? {
+        Msg::Rwrite(r) if r.count as usize <= len => Ok(r.count),
+        Msg::Rwrite(_) => Err(Error::protocol("Rwrite longer than asked")),
+        _ => unreachable!("rpc checks the reply type"),
+    }
+}
+
+/// A handle that request futures can own: the client and fid number.
+fn detached(fid: &Fid) -> (crate::conn::Client, ninep_wire::Fid) {
+    (fid.client().clone(), fid.fid)
+}
+
+impl AsyncRead for File {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.reading.is_none() {
+            let (client, fid) = detached(&this.fid);
+            let count = (buf.remaining() as u32).min(this.iounit);
+            let offset = this.pos;
+            this.reading = Some(Box::pin(async move {
+                match client
+                    .inner
+                    .rpc(Tread { fid, offset, count }.into())
+                    .await?
+                {
+                    Msg::Rread(r) if r.data.len() <= count as usize => Ok(r.data),
+                    _ => Err(Error::protocol("bad Rread")),
+                }
+            }));
+        }
+        let op = this.reading.as_mut().map(|op| op.as_mut().poll(cx));
+        let result = ready!(op.unwrap_or(Poll::Ready(Ok(Bytes::new()))));
+        this.reading = None;
+        let data = result?;
+        // The read was sized to fit, unless the caller's buffer shrank.
+        let n = data.len().min(buf.remaining());
+        buf.put_slice(&data[..n]);
+        this.pos += n as u64;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for File {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if this.writing.is_none() {
+            let (client, fid) = detached(&this.fid);
+            let n = data.len().min(this.iounit as usize);
+            let data = Bytes::copy_from_slice(&data[..n]);
+            let offset = this.pos;
+            this.writing = Some(Box::pin(async move {
+                match client
+                    .inner
+                    .rpc(Twrite { fid, offset, data }.into())
+                    .await?
+                {
+                    Msg::Rwrite(r) if r.count as usize <= n => Ok(r.count),
+                    _ => Err(Error::protocol("bad Rwrite")),
+                }
+            }));
+        }
+        let op = this.writing.as_mut().map(|op| op.as_mut().poll(cx));
+        let result = ready!(op.unwrap_or(Poll::Ready(Ok(0))));
+        this.writing = None;
+        let n = result?;
+        this.pos += n as u64;
+        Poll::Ready(Ok(n as usize))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Every completed write has reached the server.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

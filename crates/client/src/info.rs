@@ -1,0 +1,121 @@
+//! What the client reports about files, the same whatever the dialect.
+
+use ninep_wire::consts::{mode::*, unix::*};
+use ninep_wire::{Dialect, Qid, Rgetattr, Stat};
+
+/// A file's attributes, from a 9P2000/.u stat or a 9P2000.L getattr.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileInfo {
+    /// The file's name (9P2000 and .u; for .L, the last element walked).
+    pub name: String,
+    pub qid: Qid,
+    /// Unix `st_mode`: file type and permission bits.
+    pub mode: u32,
+    /// Plan 9 mode bits (9P2000, .u), else derived from `mode`.
+    pub plan9_mode: u32,
+    pub size: u64,
+    /// Owner, group and last modifier by name (empty under 9P2000.L).
+    pub uid: String,
+    pub gid: String,
+    pub muid: String,
+    /// Numeric ids (9P2000.u, .L).
+    pub n_uid: u32,
+    pub n_gid: u32,
+    pub nlink: u64,
+    pub rdev: u64,
+    pub atime: u64,
+    pub mtime: u64,
+    pub mtime_nsec: u32,
+    /// 9P2000.u: symlink target or device numbers.
+    pub extension: String,
+}
+
+impl FileInfo {
+    pub fn is_dir(&self) -> bool {
+        self.mode & S_IFMT == S_IFDIR
+    }
+
+    pub(crate) fn from_stat(s: Stat, dialect: Dialect) -> FileInfo {
+        let ty = if s.mode & DMDIR != 0 {
+            S_IFDIR
+        } else if dialect == Dialect::U && s.mode & DMSYMLINK != 0 {
+            S_IFLNK
+        } else if dialect == Dialect::U && s.mode & DMDEVICE != 0 {
+            if s.extension.starts_with('b') {
+                S_IFBLK
+            } else {
+                S_IFCHR
+            }
+        } else if dialect == Dialect::U && s.mode & DMNAMEDPIPE != 0 {
+            S_IFIFO
+        } else if dialect == Dialect::U && s.mode & DMSOCKET != 0 {
+            S_IFSOCK
+        } else {
+            S_IFREG
+        };
+        let mut perm = s.mode & 0o777;
+        if dialect == Dialect::U {
+            for (dm, bit) in [
+                (DMSETUID, S_ISUID),
+                (DMSETGID, S_ISGID),
+                (DMSETVTX, S_ISVTX),
+            ] {
+                if s.mode & dm != 0 {
+                    perm |= bit;
+                }
+            }
+        }
+        FileInfo {
+            name: s.name,
+            qid: s.qid,
+            mode: ty | perm,
+            plan9_mode: s.mode,
+            size: s.length,
+            uid: s.uid,
+            gid: s.gid,
+            muid: s.muid,
+            n_uid: s.n_uid,
+            n_gid: s.n_gid,
+            nlink: 1,
+            rdev: 0,
+            atime: s.atime as u64,
+            mtime: s.mtime as u64,
+            mtime_nsec: 0,
+            extension: s.extension,
+        }
+    }
+
+    pub(crate) fn from_getattr(r: Rgetattr, name: String) -> FileInfo {
+        let mut plan9_mode = r.mode & 0o777;
+        if r.mode & S_IFMT == S_IFDIR {
+            plan9_mode |= DMDIR;
+        }
+        FileInfo {
+            name,
+            qid: r.qid,
+            mode: r.mode,
+            plan9_mode,
+            size: r.size,
+            n_uid: r.uid,
+            n_gid: r.gid,
+            uid: r.uid.to_string(),
+            gid: r.gid.to_string(),
+            muid: String::new(),
+            nlink: r.nlink,
+            rdev: r.rdev,
+            atime: r.atime_sec,
+            mtime: r.mtime_sec,
+            mtime_nsec: r.mtime_nsec as u32,
+            extension: String::new(),
+        }
+    }
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub qid: Qid,
+    /// Full attributes where the listing carried them (9P2000, .u).
+    pub info: Option<FileInfo>,
+}

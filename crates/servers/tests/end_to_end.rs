@@ -1,0 +1,180 @@
+//! Our client against ramfs and taskbag over real sockets, in every dialect.
+
+use ninep_client::{Client, Options};
+use ninep_server::Server;
+use ninep_servers::{RamFs, Taskbag};
+use ninep_transport::Addr;
+use ninep_wire::Dialect;
+use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
+
+/// Starts `fs` on a fresh unix socket and returns its address.
+async fn start<F: ninep_server::Filesystem>(fs: F, name: &str) -> String {
+    let path = std::env::temp_dir().join(format!("ninep-e2e-{}-{name}.sock", std::process::id()));
+    let addr = Addr::Unix(path);
+    let listener = addr.listen().await.unwrap();
+    let server = Server::new(fs);
+    tokio::spawn(async move {
+        server
+            .serve_listener(listener, std::future::pending())
+            .await
+    });
+    addr.to_string()
+}
+
+async fn connect(addr: &str, dialect: Dialect) -> Client {
+    let options = Options {
+        dialect: Some(dialect),
+        ..Options::default()
+    };
+    Client::connect_with(addr, options).await.unwrap()
+}
+
+#[tokio::test]
+async fn ramfs_in_every_dialect() {
+    for dialect in Dialect::ALL {
+        let addr = start(RamFs::new(), &format!("ram-{dialect}")).await;
+        let client = connect(&addr, dialect).await;
+        assert_eq!(client.dialect(), dialect);
+        let fsys = client.attach("glenda", "").await.unwrap();
+
+        fsys.mkdir("dir", 0o755).await.unwrap();
+        let file = fsys.create("dir/notes", 0o644, O_RDWR).await.unwrap();
+        file.write_all_at(0, "hello, world\n".into()).await.unwrap();
+        drop(file);
+        assert_eq!(
+            fsys.read_to_string("dir/notes").await.unwrap(),
+            "hello, world\n"
+        );
+
+        let info = fsys.stat("dir/notes").await.unwrap();
+        assert_eq!(info.size, 13);
+        assert!(!info.is_dir());
+        assert!(fsys.stat("dir").await.unwrap().is_dir());
+
+        fsys.rename("dir/notes", "renamed").await.unwrap();
+        assert!(fsys.stat("dir/notes").await.unwrap_err().is_remote());
+        let names: Vec<String> = fsys
+            .read_dir("dir")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, ["renamed"]);
+
+        // Truncating open, then a short rewrite.
+        let file = fsys.open("dir/renamed", O_WRONLY | O_TRUNC).await.unwrap();
+        file.write_all_at(0, "bye\n".into()).await.unwrap();
+        file.close().await.unwrap();
+        assert_eq!(fsys.read("dir/renamed").await.unwrap(), b"bye\n");
+
+        fsys.remove("dir/renamed").await.unwrap();
+        fsys.remove("dir").await.unwrap();
+        assert!(fsys.read_dir("").await.unwrap().is_empty());
+        let err = fsys.remove("nothing").await.unwrap_err();
+        assert_eq!(err.errno(), ninep_wire::Errno::ENOENT, "{dialect}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn large_files_and_many_entries() {
+    let addr = start(RamFs::new(), "large").await;
+    let client = connect(&addr, Dialect::L).await;
+    let fsys = client.attach("glenda", "").await.unwrap();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let file = fsys.create("big", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, data.clone().into()).await.unwrap();
+    drop(file);
+    assert_eq!(fsys.read("big").await.unwrap(), data);
+
+    fsys.mkdir("many", 0o755).await.unwrap();
+    let dir = fsys.walk("many").await.unwrap();
+    for i in 0..2000 {
+        dir.clone_fid()
+            .await
+            .unwrap()
+            .create(&format!("f{i:05}"), 0o644, O_RDWR)
+            .await
+            .unwrap();
+    }
+    for dialect in Dialect::ALL {
+        let fsys = connect(&addr, dialect)
+            .await
+            .attach("glenda", "")
+            .await
+            .unwrap();
+        let names: Vec<String> = fsys
+            .read_dir("many")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        let want: Vec<String> = (0..2000).map(|i| format!("f{i:05}")).collect();
+        assert_eq!(names, want, "{dialect}");
+    }
+}
+
+#[tokio::test]
+async fn taskbag_moves_questions_through_the_bag() {
+    let addr = start(Taskbag::new(), "taskbag").await;
+    let fsys = connect(&addr, Dialect::Base)
+        .await
+        .attach("glenda", "")
+        .await
+        .unwrap();
+    let ls = |dir: &'static str| {
+        let fsys = &fsys;
+        async move {
+            let mut names: Vec<String> = fsys
+                .read_dir(dir)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.name)
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    assert!(ls("questions").await.is_empty());
+
+    // Ask two questions.
+    for (name, q) in [("q1", "2+2?\n"), ("q2", "3+3?\n")] {
+        let file = fsys
+            .create(&format!("questions/{name}"), 0o666, O_WRONLY)
+            .await
+            .unwrap();
+        file.write_all_at(0, q.into()).await.unwrap();
+        file.close().await.unwrap();
+    }
+    assert_eq!(ls("questions").await, ["q1", "q2"]);
+    // Questions are exclusive-use files.
+    assert_ne!(
+        fsys.stat("questions/q1").await.unwrap().plan9_mode & ninep_wire::consts::mode::DMEXCL,
+        0
+    );
+
+    // A worker takes q1: it moves to working while open.
+    let task = fsys.open("questions/q1", O_RDWR).await.unwrap();
+    assert_eq!(ls("questions").await, ["q2"]);
+    assert_eq!(ls("working").await, ["q1"]);
+    assert_eq!(task.read_at(0, 100).await.unwrap(), "2+2?\n");
+    task.write_all_at(5, "4\n".into()).await.unwrap();
+    task.close().await.unwrap();
+    assert_eq!(ls("answers").await, ["q1"]);
+    assert_eq!(
+        fsys.read_to_string("answers/q1").await.unwrap(),
+        "2+2?\n4\n"
+    );
+
+    // A worker that gives up puts q2 back.
+    let task = fsys.open("questions/q2", O_RDWR).await.unwrap();
+    assert_eq!(ls("working").await, ["q2"]);
+    // While it is held, nobody else can open it.
+    assert!(fsys.open("working/q2", O_RDONLY).await.is_err());
+    drop(task);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(ls("questions").await, ["q2"]);
+    assert!(ls("working").await.is_empty());
+}
