@@ -34,7 +34,9 @@ fn parse_dialect(s: &str) -> Result<DialectChoice, String> {
     }
     match Dialect::ALL.into_iter().find(|d| d.version() == s) {
         Some(d) => Ok(DialectChoice(Some(d))),
-        None => Err(format!("unknown dialect {s:?} (9P2000, 9P2000.u, 9P2000.L or auto)")),
+        None => Err(format!(
+            "unknown dialect {s:?} (9P2000, 9P2000.u, 9P2000.L or auto)"
+        )),
     }
 }
 
@@ -55,7 +57,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let mut out = std::io::stdout().lock();
     let ok = print_frames(&input, args.dialect.0, &mut out, &mut std::io::stderr())?;
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// Prints one line per frame to `out` and one per bad frame to `err`; false
@@ -136,8 +142,13 @@ mod tests {
 
     fn decode(hex: &str, dialect: Option<Dialect>) -> (bool, String, String) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let ok = print_frames(&unhex(hex.as_bytes()).unwrap(), dialect, &mut out, &mut err).unwrap();
-        (ok, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+        let ok =
+            print_frames(&unhex(hex.as_bytes()).unwrap(), dialect, &mut out, &mut err).unwrap();
+        (
+            ok,
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
     }
 
     #[test]
@@ -177,7 +188,10 @@ mod tests {
     fn a_frame_cut_short_is_reported() {
         let (ok, _, err) = decode("0b000000780a00", Some(Dialect::Base));
         assert!(!ok);
-        assert!(err.starts_with("ninep: frame at offset 0: stream ended inside a frame"), "{err}");
+        assert!(
+            err.starts_with("ninep: frame at offset 0: stream ended inside a frame"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! over a library crate.
 
 mod decode;
+mod serve;
+mod trace;
+mod verbs;
 
 use std::process::ExitCode;
 
@@ -16,14 +19,57 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve a file tree over 9P: ramfs or taskbag.
+    Serve(serve::Args),
+    /// List a directory.
+    Ls(verbs::LsArgs),
+    /// Print a file.
+    Cat(verbs::PathArgs),
+    /// Print a file (as 9p(1) read).
+    Read(verbs::PathArgs),
+    /// Write standard input to an existing file.
+    Write(verbs::PathArgs),
+    /// Print a file's attributes.
+    Stat(verbs::PathArgs),
+    /// Create a file and write standard input to it.
+    Create(verbs::CreateArgs),
+    /// Remove a file or empty directory.
+    Rm(verbs::PathArgs),
+    /// Make a directory.
+    Mkdir(verbs::CreateArgs),
+    /// Interpose between a client and a server and print every message.
+    Trace(trace::Args),
     /// Print 9P frames from a file or stdin as Plan 9 text, one line each.
     Decode(decode::Args),
 }
 
 fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NINEP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(args) => decode::run(args),
+        command => runtime().and_then(|rt| {
+            rt.block_on(async move {
+                match command {
+                    Command::Serve(args) => serve::run(args).await,
+                    Command::Ls(args) => verbs::ls(args).await,
+                    Command::Cat(args) | Command::Read(args) => verbs::cat(args).await,
+                    Command::Write(args) => verbs::write(args).await,
+                    Command::Stat(args) => verbs::stat(args).await,
+                    Command::Create(args) => verbs::create(args).await,
+                    Command::Rm(args) => verbs::rm(args).await,
+                    Command::Mkdir(args) => verbs::mkdir(args).await,
+                    Command::Trace(args) => trace::run(args).await,
+                    Command::Decode(_) => unreachable!("handled above"),
+                }
+            })
+        }),
     };
     match result {
         Ok(code) => code,
@@ -31,5 +77,26 @@ fn main() -> ExitCode {
             eprintln!("ninep: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
     }
 }

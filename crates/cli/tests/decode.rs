@@ -47,7 +47,10 @@ fn every_vector_prints_as_a_line() {
         let text = std::fs::read_to_string(vectors_dir().join(file)).expect("vectors");
         let doc: Value = serde_json::from_str(&text).expect("json");
         let vectors = doc["vectors"].as_array().expect("list");
-        let hex: Vec<&str> = vectors.iter().map(|v| v["hex"].as_str().expect("hex")).collect();
+        let hex: Vec<&str> = vectors
+            .iter()
+            .map(|v| v["hex"].as_str().expect("hex"))
+            .collect();
         let (ok, out, err) = decode(&["--hex", "--dialect", dialect], &hex.join("\n"));
         assert!(ok, "{file}: {err}");
         assert!(err.is_empty(), "{file}: {err}");
@@ -70,8 +73,8 @@ fn raw_frames_from_a_file() {
     let path = dir.join("capture");
     // Twalk tag 5 fid 308 newfid 296 nwname 2 0:tmp 1:usr, as raw bytes.
     let frame = [
-        0x1b, 0, 0, 0, 110, 5, 0, 0x34, 1, 0, 0, 0x28, 1, 0, 0, 2, 0, 3, 0, b't', b'm', b'p', 3,
-        0, b'u', b's', b'r',
+        0x1b, 0, 0, 0, 110, 5, 0, 0x34, 1, 0, 0, 0x28, 1, 0, 0, 2, 0, 3, 0, b't', b'm', b'p', 3, 0,
+        b'u', b's', b'r',
     ];
     std::fs::write(&path, frame).expect("write");
     let out = Command::new(env!("CARGO_BIN_EXE_ninep"))

@@ -231,6 +231,7 @@ pub trait Filesystem: Send + Sync + 'static {
     }
 
     /// Creates a device, fifo or socket; `mode` includes the file type.
+    #[allow(clippy::too_many_arguments)] // the fields of Tmknod
     fn mknod(
         &self,
         _cx: &Cx,

@@ -1,0 +1,67 @@
+//! `ninep serve`: a file server on a listening socket or on stdin/stdout.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use ninep_server::{Filesystem, Limits, Server};
+use ninep_servers::{RamFs, Taskbag};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// What to serve: ramfs (an empty in-memory tree) or taskbag.
+    tree: String,
+    /// Address to listen on: tcp!host!port, unix!/path or host:port.
+    #[arg(short, long, default_value = "tcp!127.0.0.1!564")]
+    listen: String,
+    /// Serve one client on standard input and output instead of listening.
+    #[arg(long)]
+    stdio: bool,
+    /// Largest message, in bytes.
+    #[arg(long, default_value_t = Limits::default().msize)]
+    msize: u32,
+    /// Most fids per connection.
+    #[arg(long, default_value_t = Limits::default().fids)]
+    max_fids: usize,
+    /// Most requests in flight per connection.
+    #[arg(long, default_value_t = Limits::default().requests)]
+    max_requests: usize,
+    /// Most connections at once.
+    #[arg(long, default_value_t = Limits::default().connections)]
+    max_connections: usize,
+}
+
+pub async fn run(args: Args) -> Result<ExitCode> {
+    let limits = Limits {
+        msize: args.msize.max(ninep_server::MIN_MSIZE),
+        fids: args.max_fids,
+        requests: args.max_requests,
+        connections: args.max_connections,
+    };
+    match args.tree.as_str() {
+        "ramfs" => serve(RamFs::new(), limits, &args).await,
+        "taskbag" => serve(Taskbag::new(), limits, &args).await,
+        other => bail!("unknown tree {other:?}: want ramfs or taskbag"),
+    }
+}
+
+async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<ExitCode> {
+    let server = Server::with_limits(fs, limits);
+    if args.stdio {
+        let stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
+        server
+            .serve_stream(Box::new(stdio), crate::shutdown_signal())
+            .await;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let addr: ninep_transport::Addr = args.listen.parse().map_err(anyhow::Error::msg)?;
+    let listener = addr
+        .listen()
+        .await
+        .with_context(|| format!("listen on {addr}"))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    eprintln!("ninep: serving {} on {bound}", args.tree);
+    server
+        .serve_listener(listener, crate::shutdown_signal())
+        .await?;
+    Ok(ExitCode::SUCCESS)
+}
