@@ -95,14 +95,11 @@ async fn pump(
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
+        // Print before forwarding, so a request is shown before its reply.
+        if parsing {
+            pending.extend_from_slice(&buf[..n]);
         }
-        if !parsing {
-            continue;
-        }
-        pending.extend_from_slice(&buf[..n]);
-        loop {
+        while parsing {
             match codec.decode(&mut pending) {
                 Ok(Some(frame)) => show(&shared, frame, requests),
                 Ok(None) => break,
@@ -124,7 +121,11 @@ fn show(shared: &Mutex<Shared>, frame: bytes::Bytes, request: bool) {
     let Ok(mut s) = shared.lock() else { return };
     let arrow = if request { "->" } else { "<-" };
     let len = frame.len();
-    match Fcall::decode(frame, s.dialect) {
+    // Before Rversion settles the dialect, a reply may be in any of them
+    // (diod answers a Tversion it does not speak with an Rlerror).
+    let decoded = Fcall::decode(frame.clone(), s.dialect)
+        .or_else(|e| Dialect::ALL.iter().find_map(|d| Fcall::decode(frame.clone(), *d).ok()).ok_or(e));
+    match decoded {
         Ok(fcall) => {
             let mut text = format!("c{} {arrow} {fcall}", s.conn);
             if request {
@@ -133,10 +134,7 @@ fn show(shared: &Mutex<Shared>, frame: bytes::Bytes, request: bool) {
                 text.push_str(&format!(" ({:.3} ms)", at.elapsed().as_secs_f64() * 1e3));
             }
             match &fcall.msg {
-                Msg::Tversion(v) => {
-                    s.sent.clear();
-                    s.dialect = Dialect::from_version(&v.version).unwrap_or(s.dialect);
-                }
+                Msg::Tversion(_) => s.sent.retain(|tag, _| *tag == fcall.tag),
                 Msg::Rversion(v) => {
                     s.dialect = Dialect::from_version(&v.version).unwrap_or(Dialect::Base)
                 }

@@ -67,6 +67,12 @@ pub struct CreateArgs {
     path: String,
 }
 
+/// Lets the server answer every clunk before the process exits.
+async fn done(fsys: Fsys) -> Result<ExitCode> {
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), fsys.close()).await;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn parse_octal(s: &str) -> Result<u32, String> {
     u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|e| e.to_string())
 }
@@ -160,7 +166,7 @@ pub async fn ls(args: LsArgs) -> Result<ExitCode> {
             printable(&entry.name)
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    done(fsys).await
 }
 
 pub async fn cat(args: PathArgs) -> Result<ExitCode> {
@@ -180,7 +186,8 @@ pub async fn cat(args: PathArgs) -> Result<ExitCode> {
         out.write_all(&data)?;
     }
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    drop(file);
+    done(fsys).await
 }
 
 async fn stdin_bytes() -> Result<Bytes> {
@@ -197,7 +204,7 @@ pub async fn write(args: PathArgs) -> Result<ExitCode> {
         .with_context(|| args.path.clone())?;
     file.write_all_at(0, stdin_bytes().await?).await?;
     file.close().await?;
-    Ok(ExitCode::SUCCESS)
+    done(fsys).await
 }
 
 pub async fn stat(args: PathArgs) -> Result<ExitCode> {
@@ -218,7 +225,7 @@ pub async fn stat(args: PathArgs) -> Result<ExitCode> {
         info.mtime,
         info.size
     );
-    Ok(ExitCode::SUCCESS)
+    done(fsys).await
 }
 
 pub async fn create(args: CreateArgs) -> Result<ExitCode> {
@@ -230,7 +237,7 @@ pub async fn create(args: CreateArgs) -> Result<ExitCode> {
         .with_context(|| args.path.clone())?;
     file.write_all_at(0, data).await?;
     file.close().await?;
-    Ok(ExitCode::SUCCESS)
+    done(fsys).await
 }
 
 pub async fn rm(args: PathArgs) -> Result<ExitCode> {
@@ -238,7 +245,7 @@ pub async fn rm(args: PathArgs) -> Result<ExitCode> {
     fsys.remove(&args.path)
         .await
         .with_context(|| args.path.clone())?;
-    Ok(ExitCode::SUCCESS)
+    done(fsys).await
 }
 
 pub async fn mkdir(args: CreateArgs) -> Result<ExitCode> {
@@ -246,5 +253,5 @@ pub async fn mkdir(args: CreateArgs) -> Result<ExitCode> {
     fsys.mkdir(&args.path, args.mode.unwrap_or(0o755))
         .await
         .with_context(|| args.path.clone())?;
-    Ok(ExitCode::SUCCESS)
+    done(fsys).await
 }

@@ -57,6 +57,8 @@ pub(crate) struct Inner {
     msize: AtomicU32,
     next_fid: AtomicU32,
     free_fids: Mutex<Vec<u32>>,
+    /// Woken when the last outstanding request is answered.
+    idle: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -75,6 +77,8 @@ enum Waiter {
     Flushing(Option<oneshot::Sender<Msg>>),
     /// A Tflush for `old`; its Rflush frees both tags.
     Flush { old: u16 },
+    /// A Tclunk nobody waits for; its reply frees the fid number.
+    Clunk(Fid),
 }
 
 impl Inner {
@@ -242,6 +246,47 @@ impl Inner {
                 }
                 state.free_tags.push(old);
             }
+            Waiter::Clunk(fid) => {
+                state.free_tags.push(fcall.tag);
+                drop(state);
+                self.free_fid(fid);
+            }
+        }
+        if self.lock().pending.is_empty() {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Sends Tclunk for `fid` without waiting; the fid number is reused once
+    /// the server has answered. Safe to call from `Drop`.
+    pub(crate) fn clunk_detached(&self, fid: Fid) {
+        let tag = {
+            let mut state = self.lock();
+            if state.closed {
+                return;
+            }
+            let Some(tag) = Self::alloc_tag(&mut state) else {
+                return;
+            };
+            state.pending.insert(tag, Waiter::Clunk(fid));
+            tag
+        };
+        if self.send(&Fcall::new(tag, Tclunk { fid })).is_err() {
+            self.release(tag);
+        }
+    }
+
+    /// Waits until no request is outstanding, or the connection is gone.
+    pub(crate) async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            {
+                let state = self.lock();
+                if state.pending.is_empty() || state.closed {
+                    return;
+                }
+            }
+            notified.await;
         }
     }
 
@@ -253,6 +298,8 @@ impl Inner {
                 let _ = tx.send(Err(Error::Closed));
             }
         }
+        drop(state);
+        self.idle.notify_waiters();
     }
 }
 
@@ -296,6 +343,7 @@ impl Client {
             msize: AtomicU32::new(options.msize),
             next_fid: AtomicU32::new(0),
             free_fids: Mutex::new(Vec::new()),
+            idle: tokio::sync::Notify::new(),
         });
         tokio::spawn(write_requests(writer, rx));
         let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
@@ -333,6 +381,12 @@ impl Client {
     /// The msize the server agreed to.
     pub fn msize(&self) -> u32 {
         self.inner.msize()
+    }
+
+    /// Waits until every request sent so far has been answered (the clunks
+    /// of dropped fids among them), or the connection is gone.
+    pub async fn idle(&self) {
+        self.inner.idle().await
     }
 
     /// Sends any request and returns its reply (an error reply as an error).

@@ -33,14 +33,7 @@ impl Drop for Fid {
         if !self.live {
             return;
         }
-        let client = self.client.clone();
-        let fid = self.fid;
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = client.inner.rpc(Tclunk { fid }.into()).await;
-                client.inner.free_fid(fid);
-            });
-        }
+        self.client.inner.clunk_detached(self.fid);
     }
 }
 
@@ -54,14 +47,7 @@ struct Unfinished {
 impl Drop for Unfinished {
     fn drop(&mut self) {
         if self.armed {
-            let client = self.client.clone();
-            let fid = self.fid;
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    let _ = client.inner.rpc(Tclunk { fid }.into()).await;
-                    client.inner.free_fid(fid);
-                });
-            }
+            self.client.inner.clunk_detached(self.fid);
         }
     }
 }
@@ -368,6 +354,14 @@ impl Fsys {
         &self.root.client
     }
 
+    /// Clunks the root and waits until every outstanding request, the
+    /// clunks of dropped fids among them, has been answered.
+    pub async fn close(self) {
+        let client = self.root.client.clone();
+        drop(self);
+        client.idle().await;
+    }
+
     pub async fn walk(&self, path: &str) -> Result<Fid, Error> {
         self.root.walk_path(path).await
     }
@@ -402,13 +396,26 @@ impl Fsys {
         match client.dialect() {
             Dialect::L => {
                 let (dir, oldname) = self.parent(path).await?;
+                let oldname = Name::new(oldname).map_err(|e| Error::protocol(e.to_string()))?;
                 let msg = Trenameat {
                     olddirfid: dir.fid,
-                    oldname: Name::new(oldname).map_err(|e| Error::protocol(e.to_string()))?,
+                    oldname: oldname.clone(),
                     newdirfid: dir.fid,
-                    newname,
+                    newname: newname.clone(),
                 };
-                client.inner.rpc(msg.into()).await.map(drop)
+                match client.inner.rpc(msg.into()).await {
+                    // Older servers (diod) know only Trename, as Linux expects.
+                    Err(e) if e.errno() == Errno::EOPNOTSUPP => {
+                        let file = dir.walk(&[oldname]).await?;
+                        let msg = Trename {
+                            fid: file.fid,
+                            dfid: dir.fid,
+                            name: newname,
+                        };
+                        client.inner.rpc(msg.into()).await.map(drop)
+                    }
+                    other => other.map(drop),
+                }
             }
             _ => {
                 let fid = self.walk(path).await?;

@@ -1,0 +1,472 @@
+//! Our client against diod, an independent 9P2000.L server (Debian's `diod`
+//! package), over TCP on the loopback interface.
+//!
+//! Each test starts its own diod in the foreground, exporting a fresh
+//! directory, and kills it by PID when done (even on panic). diod must be
+//! installed: without it these tests fail, they do not skip.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ninep_client::{Client, Error, Fsys, Options};
+use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
+use ninep_wire::{Dialect, Errno, Name, Trename};
+
+/// A running diod; dropping it kills the process and removes its directory.
+struct Diod {
+    child: Child,
+    /// The exported directory, also the aname to attach to.
+    dir: PathBuf,
+    log: PathBuf,
+    port: u16,
+}
+
+impl Drop for Diod {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("diod's log ({}):\n{}", self.log.display(), self.log_text());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+impl Diod {
+    fn addr(&self) -> String {
+        format!("tcp!127.0.0.1!{}", self.port)
+    }
+
+    fn aname(&self) -> &str {
+        self.dir.to_str().expect("temp dir path is UTF-8")
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The path on disk of `path` in the exported tree.
+    fn on_disk(&self, path: &str) -> PathBuf {
+        self.dir.join(path)
+    }
+}
+
+/// Where diod is, or a failure telling how to install it.
+fn diod_binary() -> PathBuf {
+    let from_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("diod"))
+            .find(|p| p.is_file())
+    });
+    let found = from_path.or_else(|| {
+        ["/usr/sbin/diod", "/usr/bin/diod", "/sbin/diod"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+    });
+    match found {
+        Some(path) => path,
+        None => panic!(
+            "diod is not installed (not in PATH nor /usr/sbin/diod): run scripts/setup \
+             (or scripts/interop-diod, which installs Debian's diod package) first"
+        ),
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().unwrap().port()
+}
+
+/// Starts diod exporting a fresh directory named after `tag`, and waits until
+/// it accepts connections.
+fn start_diod(tag: &str) -> Diod {
+    let binary = diod_binary();
+    let base = std::env::temp_dir();
+    let dir = base.join(format!("ninep-diod-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = base.join(format!("ninep-diod-{}-{tag}.log", std::process::id()));
+    let port = free_port();
+    // -f: foreground; -n: no auth; -N: no password file lookups (any uid may
+    // attach; we attach as uid 0, so the files are root's, as on disk);
+    // -c /dev/null: ignore /etc/diod.conf; -t 4: fewer worker threads.
+    let child = Command::new(&binary)
+        .args([
+            "-f",
+            "-n",
+            "-N",
+            "-c",
+            "/dev/null",
+            "-t",
+            "4",
+            "-L",
+            "stderr",
+        ])
+        .arg("-l")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-e")
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .stderr(Stdio::from(
+            std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
+        ))
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+    let mut diod = Diod {
+        child,
+        dir,
+        log,
+        port,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = diod.child.try_wait().unwrap() {
+            panic!("diod exited early ({status}): {}", diod.log_text());
+        }
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return diod;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "diod did not listen on 127.0.0.1:{port} within 10 s: {}",
+            diod.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+async fn connect(diod: &Diod, dialect: Option<Dialect>) -> Result<Client, Error> {
+    let options = Options {
+        dialect,
+        ..Options::default()
+    };
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        Client::connect_with(&diod.addr(), options),
+    )
+    .await
+    .expect("connecting to diod timed out")
+}
+
+async fn attach(diod: &Diod, client: &Client) -> Fsys {
+    client
+        .attach_as("root", 0, diod.aname())
+        .await
+        .unwrap_or_else(|e| panic!("attach to {}: {e}; {}", diod.aname(), diod.log_text()))
+}
+
+/// Deterministic bytes that are not periodic over small distances.
+fn pattern(len: usize) -> Vec<u8> {
+    let mut x: u32 = 0x2545_f491;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn assert_errno(result: Result<impl std::fmt::Debug, Error>, want: Errno, what: &str) {
+    match result {
+        Ok(v) => panic!("{what}: succeeded ({v:?}), expected {want}"),
+        Err(e) => {
+            assert!(e.is_remote(), "{what}: not a server error: {e}");
+            assert_eq!(e.errno(), want, "{what}: {e}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diod_file_operations() {
+    let diod = start_diod("ops");
+    let client = connect(&diod, Some(Dialect::L)).await.unwrap();
+    assert_eq!(client.dialect(), Dialect::L);
+    let msize = client.msize();
+    assert!(
+        (256..=Options::default().msize).contains(&msize),
+        "msize {msize}"
+    );
+    let fsys = attach(&diod, &client).await;
+
+    // The root is the exported directory, empty.
+    let root = fsys.stat("").await.unwrap();
+    assert!(root.is_dir(), "{root:?}");
+    assert!(fsys.read_dir("").await.unwrap().is_empty());
+
+    // mkdir.
+    fsys.mkdir("d", 0o755).await.unwrap();
+    let meta = std::fs::metadata(diod.on_disk("d")).unwrap();
+    assert!(meta.is_dir());
+    assert!(fsys.stat("d").await.unwrap().is_dir());
+    assert_errno(fsys.mkdir("d", 0o755).await, Errno::EEXIST, "mkdir d again");
+
+    // A small file: create, write, read back.
+    let file = fsys.create("d/small", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, Bytes::from_static(b"hello, diod\n"))
+        .await
+        .unwrap();
+    assert_eq!(&file.read_at(0, 100).await.unwrap()[..], b"hello, diod\n");
+    file.close().await.unwrap();
+    assert_eq!(fsys.read("d/small").await.unwrap(), b"hello, diod\n");
+    assert_eq!(
+        std::fs::read(diod.on_disk("d/small")).unwrap(),
+        b"hello, diod\n"
+    );
+    let info = fsys.stat("d/small").await.unwrap();
+    assert_eq!(info.size, 12);
+    assert!(!info.is_dir());
+    assert_eq!(info.mode & 0o777, 0o644, "mode {:o}", info.mode);
+    assert_eq!(info.name, "small");
+
+    // A file of more than 1 MiB, written in several messages.
+    let big = pattern(1024 * 1024 + 12_345);
+    let file = fsys.create("d/big", 0o600, O_RDWR).await.unwrap();
+    let iounit = file.iounit() as usize;
+    assert!(
+        big.len() / iounit >= 2,
+        "iounit {iounit} (msize {msize}) would not split {} bytes",
+        big.len()
+    );
+    file.write_all_at(0, Bytes::from(big.clone()))
+        .await
+        .unwrap();
+    file.sync().await.unwrap();
+    assert_eq!(file.stat().await.unwrap().size, big.len() as u64);
+    // A read in the middle, straddling no particular boundary.
+    let mid = file.read_at(500_001, 4096).await.unwrap();
+    assert_eq!(&mid[..], &big[500_001..500_001 + mid.len()]);
+    assert!(!mid.is_empty());
+    // Past the end: nothing.
+    assert!(file.read_at(big.len() as u64, 10).await.unwrap().is_empty());
+    file.close().await.unwrap();
+    let back = fsys.read("d/big").await.unwrap();
+    assert!(back == big, "read back {} bytes, differ", back.len());
+    let on_disk = std::fs::read(diod.on_disk("d/big")).unwrap();
+    assert!(on_disk == big, "on disk {} bytes, differ", on_disk.len());
+    assert_eq!(fsys.stat("d/big").await.unwrap().size, 1024 * 1024 + 12_345);
+
+    // A write at an offset inside the file, then a truncating open.
+    let file = fsys.open("d/big", O_WRONLY).await.unwrap();
+    file.write_all_at(1_000_000, Bytes::from_static(b"XYZ"))
+        .await
+        .unwrap();
+    file.close().await.unwrap();
+    let on_disk = std::fs::read(diod.on_disk("d/big")).unwrap();
+    assert_eq!(&on_disk[1_000_000..1_000_003], b"XYZ");
+    assert_eq!(on_disk.len(), big.len());
+    let file = fsys.open("d/big", O_WRONLY | O_TRUNC).await.unwrap();
+    file.write_all_at(0, Bytes::from_static(b"short"))
+        .await
+        .unwrap();
+    file.sync().await.unwrap();
+    file.close().await.unwrap();
+    assert_eq!(fsys.stat("d/big").await.unwrap().size, 5);
+    assert_eq!(fsys.read("d/big").await.unwrap(), b"short");
+
+    // Rename within the directory. Fsys::rename sends Trenameat, which diod
+    // 1.0.24 refuses (see diod_rename); here the older Trename, which it has.
+    let small = fsys.walk("d/small").await.unwrap();
+    let dir = fsys.walk("d").await.unwrap();
+    client
+        .rpc(Trename {
+            fid: small.number(),
+            dfid: dir.number(),
+            name: Name::new("renamed").unwrap(),
+        })
+        .await
+        .unwrap();
+    drop((small, dir));
+    assert_errno(fsys.stat("d/small").await, Errno::ENOENT, "stat old name");
+    assert!(!diod.on_disk("d/small").exists());
+    assert_eq!(
+        std::fs::read(diod.on_disk("d/renamed")).unwrap(),
+        b"hello, diod\n"
+    );
+    assert_eq!(fsys.read("d/renamed").await.unwrap(), b"hello, diod\n");
+    let mut names: Vec<String> = fsys
+        .read_dir("d")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["big", "renamed"]);
+
+    // A directory of 1000 entries, made 50 at a time concurrently.
+    fsys.mkdir("many", 0o755).await.unwrap();
+    // Long names, so that the listing (about 115 bytes an entry in Rreaddir)
+    // takes more than one message.
+    let pad = "n".repeat(80);
+    let all: Vec<String> = (0..1000).map(|i| format!("entry-{i:04}-{pad}")).collect();
+    let listing: usize = all.iter().map(|n| 13 + 8 + 1 + 2 + n.len()).sum();
+    assert!(
+        listing > msize as usize,
+        "listing of {listing} bytes fits one message"
+    );
+    for chunk in all.chunks(50) {
+        let made = futures::future::join_all(chunk.iter().map(|name| {
+            let fsys = &fsys;
+            async move {
+                let file = fsys
+                    .create(&format!("many/{name}"), 0o644, O_WRONLY)
+                    .await?;
+                file.write_all_at(0, Bytes::from(name.clone().into_bytes()))
+                    .await?;
+                file.close().await
+            }
+        }))
+        .await;
+        for (name, result) in chunk.iter().zip(made) {
+            result.unwrap_or_else(|e| panic!("create many/{name}: {e}"));
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(diod.on_disk("many")).unwrap().count(),
+        1000
+    );
+    let entries = fsys.read_dir("many").await.unwrap();
+    let mut names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
+    names.sort();
+    let before = names.len();
+    names.dedup();
+    assert_eq!(before, names.len(), "read_dir gave some names twice");
+    assert_eq!(names, all, "read_dir of 1000 entries");
+    assert_eq!(
+        fsys.read(&format!("many/{}", all[577])).await.unwrap(),
+        all[577].as_bytes()
+    );
+
+    // Remove: a non-empty directory fails; files and then the directory go.
+    assert_errno(
+        fsys.remove("many").await,
+        Errno::ENOTEMPTY,
+        "remove non-empty dir",
+    );
+    for chunk in all.chunks(50) {
+        let removed = futures::future::join_all(chunk.iter().map(|name| {
+            let fsys = &fsys;
+            async move { fsys.remove(&format!("many/{name}")).await }
+        }))
+        .await;
+        for (name, result) in chunk.iter().zip(removed) {
+            result.unwrap_or_else(|e| panic!("remove many/{name}: {e}"));
+        }
+    }
+    assert!(fsys.read_dir("many").await.unwrap().is_empty());
+    fsys.remove("many").await.unwrap();
+    assert!(!diod.on_disk("many").exists());
+    fsys.remove("d/renamed").await.unwrap();
+    fsys.remove("d/big").await.unwrap();
+    fsys.remove("d").await.unwrap();
+    assert!(fsys.read_dir("").await.unwrap().is_empty());
+    assert_eq!(std::fs::read_dir(&diod.dir).unwrap().count(), 0);
+
+    // Errors for missing files carry ENOENT.
+    assert_errno(fsys.stat("missing").await, Errno::ENOENT, "stat missing");
+    assert_errno(
+        fsys.open("missing", O_RDONLY).await,
+        Errno::ENOENT,
+        "open missing",
+    );
+    assert_errno(fsys.read("d/missing").await, Errno::ENOENT, "read missing");
+    assert_errno(
+        fsys.remove("missing").await,
+        Errno::ENOENT,
+        "remove missing",
+    );
+
+    // The connection is still good after all that.
+    assert!(fsys.stat("").await.unwrap().is_dir());
+    drop(fsys);
+    drop(client);
+    check_log(&diod);
+}
+
+/// diod logs protocol trouble it sees; fail on it.
+fn check_log(diod: &Diod) {
+    let log = diod.log_text();
+    for bad in ["protocol", "malformed", "bad msg", "invalid", "deserialize"] {
+        assert!(
+            !log.to_lowercase().contains(bad),
+            "diod's log mentions {bad:?}:\n{log}"
+        );
+    }
+}
+
+/// Fsys::rename against diod. diod 1.0.24 answers Trenameat with Rlerror
+/// EOPNOTSUPP (it implements only Trename); Linux's v9fs falls back to Trename
+/// then, and so must a client that is to rename files on diod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diod_rename() {
+    let diod = start_diod("rename");
+    let client = connect(&diod, Some(Dialect::L)).await.unwrap();
+    let fsys = attach(&diod, &client).await;
+    fsys.mkdir("d", 0o755).await.unwrap();
+    let file = fsys.create("d/old", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, Bytes::from_static(b"contents\n"))
+        .await
+        .unwrap();
+    file.close().await.unwrap();
+
+    let renamed = fsys.rename("d/old", "new").await;
+    assert!(
+        renamed.is_ok(),
+        "Fsys::rename(\"d/old\", \"new\") on diod: {renamed:?} (diod refuses \
+         Trenameat with EOPNOTSUPP; the client does not fall back to Trename)"
+    );
+    assert!(!diod.on_disk("d/old").exists());
+    assert_eq!(std::fs::read(diod.on_disk("d/new")).unwrap(), b"contents\n");
+    assert_eq!(fsys.read("d/new").await.unwrap(), b"contents\n");
+    assert_errno(fsys.stat("d/old").await, Errno::ENOENT, "stat old name");
+    assert_errno(
+        fsys.rename("d/missing", "other").await,
+        Errno::ENOENT,
+        "rename missing",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diod_version_negotiation() {
+    let diod = start_diod("version");
+
+    // No dialect forced: the client must end up with 9P2000.L.
+    let client = connect(&diod, None).await.unwrap();
+    assert_eq!(client.dialect(), Dialect::L, "negotiated with diod");
+    let fsys = attach(&diod, &client).await;
+    fsys.mkdir("x", 0o700).await.unwrap();
+    assert!(Path::new(&diod.on_disk("x")).is_dir());
+    fsys.remove("x").await.unwrap();
+    drop(fsys);
+    drop(client);
+
+    // diod speaks only 9P2000.L: insisting on another dialect fails cleanly
+    // (diod answers Rlerror), with neither a hang nor a panic.
+    for dialect in [Dialect::U, Dialect::Base] {
+        match connect(&diod, Some(dialect)).await {
+            Ok(c) => panic!("{dialect}: diod agreed to {}", c.dialect()),
+            Err(e) => assert!(!e.is_remote(), "{dialect}: {e}"),
+        }
+    }
+
+    // diod is still serving after those refusals.
+    let client = connect(&diod, Some(Dialect::L)).await.unwrap();
+    let fsys = attach(&diod, &client).await;
+    assert!(fsys.read_dir("").await.unwrap().is_empty());
+    check_log(&diod);
+}
+
+#[test]
+fn diod_is_installed() {
+    // Named for the failure it gives: a missing diod fails here, plainly.
+    let path = diod_binary();
+    assert!(path.is_file());
+}

@@ -1,0 +1,371 @@
+// Command p9client drives a 9P2000.L server with github.com/hugelgupf/p9/p9.
+//
+//	p9client -addr 127.0.0.1:5640 -scenario ramfs|taskbag
+//
+// It exits 0 after printing PASS, or 1 at the first failed check, saying
+// what was expected and what came back.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/hugelgupf/p9/p9"
+
+	h "ninep/interop/internal/harness"
+)
+
+const (
+	payloadSize = 300 * 1024
+	manyFiles   = 10000
+	parallel    = 8
+	// msize asked for: small enough that the payload takes several
+	// Twrite and Tread messages.
+	msize = 64 * 1024
+	// atRemoveDir is Linux's AT_REMOVEDIR, for Tunlinkat of a directory.
+	atRemoveDir = 0x200
+)
+
+func main() {
+	cfg := h.Parse("p9client")
+	h.Step("dial %s", cfg.Addr)
+	nc, err := net.Dial("tcp", cfg.Addr)
+	h.Check(err, "dial %s", cfg.Addr)
+	h.Step("Tversion 9P2000.L (msize %d)", msize)
+	c, err := p9.NewClient(nc, p9.WithMessageSize(msize))
+	h.Check(err, "version negotiation")
+	h.Step("Tattach")
+	root, err := c.Attach("")
+	h.Check(err, "attach")
+	switch cfg.Scenario {
+	case "ramfs":
+		ramfs(root)
+	case "taskbag":
+		taskbag(root)
+	}
+	h.Step("clunk root and hang up")
+	h.Check(root.Close(), "clunk root")
+	c.Close()
+	h.Pass()
+}
+
+// walk walks from dir along path; no names clones dir.
+func walk(dir p9.File, path ...string) p9.File {
+	qids, f, err := dir.Walk(path)
+	h.Check(err, "walk %q", path)
+	h.Equal(fmt.Sprintf("number of qids from walk %q", path), len(path), len(qids))
+	return f
+}
+
+// list reads a whole directory with Treaddir and returns its names,
+// without . and ..
+func list(dir p9.File, what string) []string {
+	d := walk(dir)
+	defer d.Close()
+	_, _, err := d.Open(p9.ReadOnly)
+	h.Check(err, "open directory %s", what)
+	var names []string
+	var off uint64
+	for i := 0; ; i++ {
+		if i > 100000 {
+			h.Failf("readdir of %s: expected the end within 100000 calls, got %d entries so far", what, len(names))
+		}
+		ents, err := d.Readdir(off, msize-64)
+		h.Check(err, "readdir %s at offset %d", what, off)
+		if len(ents) == 0 {
+			return names
+		}
+		for _, e := range ents {
+			if e.Name != "." && e.Name != ".." {
+				names = append(names, e.Name)
+			}
+		}
+		next := ents[len(ents)-1].Offset
+		if next == off {
+			h.Failf("readdir %s at offset %d: expected the last entry's offset to move on, got %d again", what, off, next)
+		}
+		off = next
+	}
+}
+
+// readAll reads a file from offset 0 to end of file through an open fid.
+func readAll(f p9.File) []byte {
+	var out []byte
+	buf := make([]byte, 100*1024)
+	for off := int64(0); ; {
+		n, err := f.ReadAt(buf, off)
+		out = append(out, buf[:n]...)
+		off += int64(n)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		h.Check(err, "read at offset %d", off)
+		if n == 0 {
+			h.Failf("read at offset %d: expected data or end of file, got 0 bytes and no error", off)
+		}
+	}
+}
+
+func readFile(dir p9.File, path ...string) []byte {
+	f := walk(dir, path...)
+	defer f.Close()
+	_, _, err := f.Open(p9.ReadOnly)
+	h.Check(err, "open %q for reading", path)
+	return readAll(f)
+}
+
+func writeAll(f p9.File, data []byte, off int64, what string) {
+	n, err := f.WriteAt(data, off)
+	h.Check(err, "write %s (%d bytes at offset %d)", what, len(data), off)
+	h.Equal("bytes written of "+what, len(data), n)
+}
+
+// absent checks that name cannot be walked to in dir.
+func absent(dir p9.File, what, name string) {
+	_, f, err := dir.Walk([]string{name})
+	if err == nil {
+		f.Close()
+	}
+	h.MustFail(err, "walk to %s/%s", what, name)
+}
+
+func getattr(f p9.File, what string) p9.Attr {
+	_, mask, attr, err := f.GetAttr(p9.AttrMaskAll)
+	h.Check(err, "getattr %s", what)
+	h.Equal("getattr of "+what+" reports size", true, mask.Size)
+	h.Equal("getattr of "+what+" reports mode", true, mask.Mode)
+	return attr
+}
+
+// create makes name in dir, open with flags; the returned file is open.
+func create(dir p9.File, name string, flags p9.OpenFlags, perm p9.FileMode) p9.File {
+	f := walk(dir)
+	nf, _, _, err := f.Create(name, flags, perm, p9.NoUID, p9.NoGID)
+	if err != nil {
+		f.Close()
+	}
+	h.Check(err, "create %q", name)
+	return nf
+}
+
+func ramfs(root p9.File) {
+	top := h.Unique("p9client")
+
+	h.Step("mkdir %s", top)
+	qid, err := root.Mkdir(top, 0o755, p9.NoUID, p9.NoGID)
+	h.Check(err, "mkdir %q", top)
+	h.Equal("qid type of new directory", p9.TypeDir, qid.Type)
+	dir := walk(root, top)
+
+	payload := h.Payload(payloadSize)
+	h.Step("create %s/data and write %d bytes", top, len(payload))
+	f := create(dir, "data", p9.ReadWrite, 0o644)
+	head := []byte("hello, 9P\n")
+	writeAll(f, head, 0, "header")
+	writeAll(f, payload, int64(len(head)), "payload")
+	want := append(append([]byte{}, head...), payload...)
+	h.Step("read back %s/data through the fid that created it", top)
+	h.SameBytes("content read through creating fid", want, readAll(f))
+	h.Step("read 5000 bytes at offset 100003 of %s/data", top)
+	mid := make([]byte, 5000)
+	n, err := f.ReadAt(mid, 100003)
+	h.Check(err, "read 5000 bytes at offset 100003")
+	h.Equal("bytes read at offset 100003", len(mid), n)
+	h.SameBytes("content at offset 100003", want[100003:105003], mid)
+	h.Step("getattr %s/data through the open fid", top)
+	h.Equal("size from getattr on open fid", uint64(len(want)), getattr(f, "open data").Size)
+	h.Check(f.Close(), "clunk data")
+
+	h.Step("read back %s/data through a new fid", top)
+	h.SameBytes("content read through new fid", want, readFile(dir, "data"))
+
+	h.Step("getattr %s/data", top)
+	f = walk(dir, "data")
+	a := getattr(f, "data")
+	h.Equal("size", uint64(len(want)), a.Size)
+	h.Equal("mode is a regular file", true, a.Mode.IsRegular())
+	h.Equal("permission bits", p9.FileMode(0o644), a.Mode.Permissions())
+	h.Check(f.Close(), "clunk data")
+
+	h.Step("renameat %s/data to moved", top)
+	h.Check(dir.RenameAt("data", dir, "moved"), "renameat data to moved")
+	absent(dir, top, "data")
+	f = walk(dir, "moved")
+	h.Equal("size after renameat", uint64(len(want)), getattr(f, "moved").Size)
+	h.ExactlyOnce("listing of "+top+" after renameat", []string{"moved"}, list(dir, top))
+
+	h.Step("rename (Trename) %s/moved to final", top)
+	h.Check(f.Rename(dir, "final"), "rename moved to final")
+	h.Check(f.Close(), "clunk renamed file")
+	absent(dir, top, "moved")
+	h.ExactlyOnce("listing of "+top+" after rename", []string{"final"}, list(dir, top))
+	h.SameBytes("content after renames", want, readFile(dir, "final"))
+
+	h.Step("unlinkat %s/final", top)
+	h.Check(dir.UnlinkAt("final", 0), "unlinkat final")
+	absent(dir, top, "final")
+	h.ExactlyOnce("listing of "+top+" after unlinkat", nil, list(dir, top))
+
+	h.Step("mkdir %s/many", top)
+	_, err = dir.Mkdir("many", 0o755, p9.NoUID, p9.NoGID)
+	h.Check(err, "mkdir many")
+	many := walk(dir, "many")
+
+	want10k := h.ManyNames(manyFiles)
+	h.Step("create %d empty files in %s/many", manyFiles, top)
+	each(want10k, func(name string) error {
+		_, f, err := many.Walk(nil)
+		if err != nil {
+			return fmt.Errorf("walk clone of many: %w", err)
+		}
+		nf, _, _, err := f.Create(name, p9.WriteOnly, 0o644, p9.NoUID, p9.NoGID)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("create many/%s: %w", name, err)
+		}
+		return nf.Close()
+	})
+
+	h.Step("list %s/many", top)
+	h.ExactlyOnce("listing of "+top+"/many", want10k, list(many, top+"/many"))
+	h.Step("getattr %s/many/%s", top, want10k[manyFiles-1])
+	f = walk(many, want10k[manyFiles-1])
+	h.Equal("size of empty file", uint64(0), getattr(f, want10k[manyFiles-1]).Size)
+	h.Check(f.Close(), "clunk")
+
+	h.Step("unlinkat the %d files of %s/many", manyFiles, top)
+	each(want10k, func(name string) error {
+		if err := many.UnlinkAt(name, 0); err != nil {
+			return fmt.Errorf("unlinkat many/%s: %w", name, err)
+		}
+		return nil
+	})
+	h.Step("list %s/many after removing its files", top)
+	h.ExactlyOnce("listing of "+top+"/many after removing all", nil, list(many, top+"/many"))
+	h.Check(many.Close(), "clunk many")
+
+	h.Step("unlinkat %s/many and %s", top, top)
+	h.Check(dir.UnlinkAt("many", atRemoveDir), "unlinkat many")
+	h.Check(dir.Close(), "clunk %s", top)
+	h.Check(root.UnlinkAt(top, atRemoveDir), "unlinkat %s", top)
+	absent(root, "", top)
+	h.NotIn("/", list(root, "/"), top)
+}
+
+// each runs fn on every name, a few at a time, and fails on the first error
+// (in name order, so the report is stable).
+func each(names []string, fn func(string) error) {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = fn(names[i])
+			}
+		}()
+	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			h.Failf("expected success, got error: %v", err)
+		}
+	}
+}
+
+func taskbag(root p9.File) {
+	h.Step("list the root")
+	names := list(root, "/")
+	for _, d := range []string{"answers", "questions", "working"} {
+		h.In("/", names, d)
+	}
+	questions := walk(root, "questions")
+	defer questions.Close()
+
+	// A question answered.
+	q := h.Unique("q-p9")
+	question := []byte("What is the answer to " + q + "?\n")
+	answer := []byte("42, says p9client.\n")
+	ask(root, questions, q, question)
+
+	h.Step("worker opens questions/%s read-write", q)
+	w := walk(questions, q)
+	_, _, err := w.Open(p9.ReadWrite)
+	h.Check(err, "open questions/%s ReadWrite", q)
+	where(root, q, "working")
+	h.Step("a second open of working/%s while the worker has it", q)
+	other := walk(root, "working", q)
+	_, _, err = other.Open(p9.ReadOnly)
+	other.Close()
+	h.MustFail(err, "open of exclusive-use working/%s while the worker has it open", q)
+	h.Step("worker reads the question of %s", q)
+	h.SameBytes("question read by worker", question, readAll(w))
+	h.Step("worker writes the answer to %s", q)
+	writeAll(w, answer, int64(len(question)), "answer")
+	h.Step("worker closes %s after writing", q)
+	h.Check(w.Close(), "clunk worker fid")
+	where(root, q, "answers")
+	h.Step("read answers/%s", q)
+	h.SameBytes("content of answers/"+q, append(append([]byte{}, question...), answer...), readFile(root, "answers", q))
+
+	// A question given up on.
+	q2 := h.Unique("q-p9-giveup")
+	question2 := []byte("Will anyone answer " + q2 + "?\n")
+	ask(root, questions, q2, question2)
+	h.Step("worker opens questions/%s read-write", q2)
+	w = walk(questions, q2)
+	_, _, err = w.Open(p9.ReadWrite)
+	h.Check(err, "open questions/%s ReadWrite", q2)
+	where(root, q2, "working")
+	h.Step("worker closes %s without writing", q2)
+	h.Check(w.Close(), "clunk worker fid")
+	where(root, q2, "questions")
+	h.Step("read questions/%s after the worker gave up", q2)
+	h.SameBytes("content of returned question", question2, readFile(questions, q2))
+
+	h.Step("clean up answers/%s and questions/%s", q, q2)
+	answers := walk(root, "answers")
+	defer answers.Close()
+	h.Check(answers.UnlinkAt(q, 0), "unlinkat answers/%s", q)
+	h.Check(questions.UnlinkAt(q2, 0), "unlinkat questions/%s", q2)
+	h.NotIn("answers", list(answers, "answers"), q)
+	h.NotIn("questions", list(questions, "questions"), q2)
+}
+
+// ask creates questions/q, writes question and closes it, and checks that
+// it is listed in questions.
+func ask(root, questions p9.File, q string, question []byte) {
+	h.Step("create questions/%s", q)
+	f := create(questions, q, p9.WriteOnly, 0o666)
+	writeAll(f, question, 0, "question")
+	h.Check(f.Close(), "clunk questions/%s", q)
+	where(root, q, "questions")
+	h.Step("getattr questions/%s", q)
+	f = walk(questions, q)
+	h.Equal("size of question", uint64(len(question)), getattr(f, "questions/"+q).Size)
+	h.Check(f.Close(), "clunk")
+}
+
+// where checks that q is listed in dir and in neither of the other two.
+func where(root p9.File, q, dir string) {
+	h.Step("check %s is in %s/ only", q, dir)
+	for _, d := range []string{"questions", "working", "answers"} {
+		f := walk(root, d)
+		names := list(f, d)
+		f.Close()
+		if d == dir {
+			h.In(d, names, q)
+		} else {
+			h.NotIn(d, names, q)
+		}
+	}
+}
