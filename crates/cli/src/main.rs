@@ -1,6 +1,7 @@
 //! `ninep`: one binary for the whole toolkit. Each subcommand is a thin layer
 //! over a library crate.
 
+mod bench;
 mod decode;
 mod serve;
 mod trace;
@@ -41,6 +42,8 @@ enum Command {
     Trace(trace::Args),
     /// Print 9P frames from a file or stdin as Plan 9 text, one line each.
     Decode(decode::Args),
+    /// Measure round trips and throughput
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
                     Command::Rm(args) => verbs::rm(args).await,
                     Command::Mkdir(args) => verbs::mkdir(args).await,
                     Command::Trace(args) => trace::run(args).await,
+                    Command::Bench(args) => bench::run(args).await,
                     Command::Decode(_) => unreachable!("handled above"),
                 }
             })

@@ -123,8 +123,12 @@ fn show(shared: &Mutex<Shared>, frame: bytes::Bytes, request: bool) {
     let len = frame.len();
     // Before Rversion settles the dialect, a reply may be in any of them
     // (diod answers a Tversion it does not speak with an Rlerror).
-    let decoded = Fcall::decode(frame.clone(), s.dialect)
-        .or_else(|e| Dialect::ALL.iter().find_map(|d| Fcall::decode(frame.clone(), *d).ok()).ok_or(e));
+    let decoded = Fcall::decode(frame.clone(), s.dialect).or_else(|e| {
+        Dialect::ALL
+            .iter()
+            .find_map(|d| Fcall::decode(frame.clone(), *d).ok())
+            .ok_or(e)
+    });
     match decoded {
         Ok(fcall) => {
             let mut text = format!("c{} {arrow} {fcall}", s.conn);

@@ -1,0 +1,11 @@
+//! Benchmarks of ninep against a live 9P server, as a library so that the
+//! `ninep bench` command stays a thin layer over it.
+//!
+//! [`rtt`] measures the rate and latency of null operations (one small
+//! request, a tiny reply, no data touched) over one and many connections,
+//! next to a raw TCP ping-pong of the same sizes ([`pingpong`]) that shows the
+//! physical limit of the machine. [`hist`] is the latency histogram they share.
+
+pub mod hist;
+pub mod pingpong;
+pub mod rtt;

@@ -1,0 +1,693 @@
+//! Null-operation round trips against a live 9P server, beside the raw TCP
+//! ping-pong of the same sizes.
+//!
+//! The null operation is one small request with a tiny reply that touches no
+//! data: Tgetattr of the root fid in 9P2000.L, Tstat of it in 9P2000 and
+//! 9P2000.u. Each connection attaches once, then sends one request at a time
+//! (one outstanding per connection) until the run's time or its count of
+//! operations is spent. A run at N connections drives N connections at once,
+//! each its own client and TCP connection; each connection count is run
+//! [`Config::repeats`] times, alternating with the ping-pong
+//! ([`crate::pingpong`]) at the same count so that noise from the rest of the
+//! machine falls on both, and the medians are reported.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use bytes::{Buf, Bytes, BytesMut};
+use ninep_client::{Client, Fsys, Options};
+use ninep_transport::{Addr, Stream};
+use ninep_wire::consts::dotl::GETATTR_BASIC;
+use ninep_wire::{
+    Dialect, Fcall, Fid, HEADER_LEN, Msg, NONUNAME, NOTAG, Tattach, Tgetattr, Tstat, Tversion,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::hist::Histogram;
+use crate::pingpong::{EchoServer, PingPong};
+
+/// Which 9P client drives the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientKind {
+    /// ninep-client, as applications use it: a writer and a reader task per
+    /// connection, tags matched to waiters.
+    #[default]
+    Ninep,
+    /// A bare loop over the socket that writes a prepared frame and reads
+    /// the reply, with no tasks or tag table: what is left is the server's
+    /// cost. A diagnostic, not a client.
+    Raw,
+}
+
+impl ClientKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientKind::Ninep => "ninep",
+            ClientKind::Raw => "raw",
+        }
+    }
+}
+
+impl fmt::Display for ClientKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ClientKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ClientKind, String> {
+        match s {
+            "ninep" => Ok(ClientKind::Ninep),
+            "raw" => Ok(ClientKind::Raw),
+            _ => Err(format!("unknown client {s:?}: want ninep or raw")),
+        }
+    }
+}
+
+/// What to measure, and against what.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The server's dial string, e.g. `tcp!127.0.0.1!564`.
+    pub addr: String,
+    /// The dialect to insist on, or `None` for the best the server offers.
+    pub dialect: Option<Dialect>,
+    pub uname: String,
+    /// Numeric user id for 9P2000.u and .L attaches; [`NONUNAME`] for none.
+    pub n_uname: u32,
+    pub aname: String,
+    /// How long each run lasts.
+    pub duration: Duration,
+    /// Connection counts to measure, after one connection.
+    pub conns: Vec<usize>,
+    /// Runs per connection count; the median is reported.
+    pub repeats: usize,
+    /// Most operations in one run, across its connections.
+    pub max_ops: u64,
+    pub client: ClientKind,
+    /// Also run the TCP ping-pong baseline.
+    pub baseline: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            addr: "tcp!127.0.0.1!564".into(),
+            dialect: None,
+            uname: "none".into(),
+            n_uname: NONUNAME,
+            aname: String::new(),
+            duration: Duration::from_secs(2),
+            conns: vec![1, 4, 16, 64],
+            repeats: 3,
+            max_ops: 50_000_000,
+            client: ClientKind::Ninep,
+            baseline: true,
+        }
+    }
+}
+
+/// Most connections in one run.
+pub const MAX_CONNS: usize = 4096;
+
+impl Config {
+    /// The connection counts measured, in order: 1, then each of
+    /// [`Config::conns`] not yet measured.
+    pub fn counts(&self) -> Vec<usize> {
+        let mut counts = vec![1];
+        for &n in &self.conns {
+            if !counts.contains(&n) {
+                counts.push(n);
+            }
+        }
+        counts
+    }
+
+    fn check(&self) -> Result<()> {
+        ensure!(!self.duration.is_zero(), "a run must last some time");
+        ensure!(self.repeats > 0, "at least one run per point");
+        ensure!(self.max_ops > 0, "at least one operation per run");
+        for &n in &self.conns {
+            ensure!(
+                (1..=MAX_CONNS).contains(&n),
+                "{n} connections: want 1 to {MAX_CONNS}"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// One run: how many operations completed in how long, and their latencies.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub ops: u64,
+    /// From the common start to the last connection's last reply.
+    pub elapsed: Duration,
+    pub latency: Histogram,
+}
+
+impl Run {
+    /// Operations per second, across all connections.
+    pub fn rate(&self) -> f64 {
+        if self.elapsed.is_zero() {
+            return 0.0;
+        }
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// The runs at one connection count, and their medians.
+#[derive(Debug, Clone)]
+pub struct Point {
+    /// Median operations per second.
+    pub rate: f64,
+    /// Median of the runs' median latencies.
+    pub p50: Duration,
+    /// Median of the runs' 99th-percentile latencies.
+    pub p99: Duration,
+    /// Each run's operations per second, in the order run.
+    pub rates: Vec<f64>,
+}
+
+impl Point {
+    fn of(runs: &[Run]) -> Point {
+        let rates: Vec<f64> = runs.iter().map(Run::rate).collect();
+        let secs = |q: f64| {
+            let v: Vec<f64> = runs
+                .iter()
+                .map(|r| r.latency.quantile(q).as_secs_f64())
+                .collect();
+            Duration::from_secs_f64(median(&v))
+        };
+        Point {
+            rate: median(&rates),
+            p50: secs(0.5),
+            p99: secs(0.99),
+            rates,
+        }
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// One connection count: the 9P runs and the ping-pong runs beside them.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub conns: usize,
+    pub ninep: Point,
+    pub tcp: Option<Point>,
+}
+
+impl Row {
+    /// 9P operations per TCP round trip: how close to the limit 9P comes.
+    pub fn ratio(&self) -> Option<f64> {
+        self.tcp
+            .as_ref()
+            .filter(|t| t.rate > 0.0)
+            .map(|t| self.ninep.rate / t.rate)
+    }
+}
+
+/// Everything measured, printable as a table.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub addr: String,
+    pub dialect: Dialect,
+    /// The null operation's request, e.g. `Tgetattr`.
+    pub op: &'static str,
+    /// Bytes on the wire of one null request and of its reply.
+    pub request_bytes: usize,
+    pub reply_bytes: usize,
+    pub duration: Duration,
+    pub repeats: usize,
+    pub client: ClientKind,
+    pub rows: Vec<Row>,
+}
+
+impl Report {
+    pub fn row(&self, conns: usize) -> Option<&Row> {
+        self.rows.iter().find(|r| r.conns == conns)
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} {}: {} ({}-byte request, {}-byte reply), client {}; median of {} runs of {:.1} s",
+            self.addr,
+            self.dialect,
+            self.op,
+            self.request_bytes,
+            self.reply_bytes,
+            self.client,
+            self.repeats,
+            self.duration.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "conns |  9P ops/s | p50 µs | p99 µs | TCP round trips/s | 9P/TCP"
+        )?;
+        writeln!(
+            f,
+            "------+-----------+--------+--------+-------------------+-------"
+        )?;
+        for row in &self.rows {
+            let us = |d: Duration| d.as_secs_f64() * 1e6;
+            let tcp = row
+                .tcp
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |t| format!("{:.0}", t.rate));
+            let ratio = row
+                .ratio()
+                .map_or_else(|| "-".to_owned(), |r| format!("{r:.3}"));
+            writeln!(
+                f,
+                "{:>5} | {:>9.0} | {:>6.1} | {:>6.1} | {:>17} | {:>6}",
+                row.conns,
+                row.ninep.rate,
+                us(row.ninep.p50),
+                us(row.ninep.p99),
+                tcp,
+                ratio
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The null operation as the server speaks it.
+#[derive(Debug, Clone)]
+struct Null {
+    dialect: Dialect,
+    request_bytes: usize,
+    reply_bytes: usize,
+}
+
+impl Null {
+    fn request(&self, fid: Fid) -> Msg {
+        match self.dialect {
+            Dialect::L => Tgetattr {
+                fid,
+                request_mask: GETATTR_BASIC,
+            }
+            .into(),
+            Dialect::U | Dialect::Base => Tstat { fid }.into(),
+        }
+    }
+}
+
+/// Measures `config`, calling `progress` with a line after each run.
+pub async fn run(config: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report> {
+    config.check()?;
+    let null = probe(config).await?;
+    let echo = if config.baseline {
+        Some(
+            EchoServer::start(null.request_bytes, null.reply_bytes)
+                .context("start the ping-pong server")?,
+        )
+    } else {
+        None
+    };
+    let mut rows = Vec::new();
+    for conns in config.counts() {
+        let mut ninep_runs = Vec::new();
+        let mut tcp_runs = Vec::new();
+        for i in 1..=config.repeats {
+            let mut pingers = Vec::with_capacity(conns);
+            for _ in 0..conns {
+                pingers.push(connect(config, &null).await?);
+            }
+            let run = measure(pingers, config.duration, config.max_ops)
+                .await
+                .with_context(|| format!("9P run at {conns} connections"))?;
+            let mut line = format!(
+                "conns {conns:>4} run {i}/{}: 9P {:>8.0} ops/s p50 {:>7.1} µs p99 {:>7.1} µs mean {:>7.1} µs",
+                config.repeats,
+                run.rate(),
+                run.latency.quantile(0.5).as_secs_f64() * 1e6,
+                run.latency.quantile(0.99).as_secs_f64() * 1e6,
+                run.latency.mean().as_secs_f64() * 1e6,
+            );
+            ninep_runs.push(run);
+            if let Some(echo) = &echo {
+                let mut pingers = Vec::with_capacity(conns);
+                for _ in 0..conns {
+                    pingers.push(Pinger::Tcp(
+                        echo.connect()
+                            .await
+                            .context("connect to the ping-pong server")?,
+                    ));
+                }
+                let run = measure(pingers, config.duration, config.max_ops)
+                    .await
+                    .with_context(|| format!("TCP run at {conns} connections"))?;
+                line += &format!(
+                    " | TCP {:>8.0} round trips/s p50 {:>7.1} µs mean {:>7.1} µs",
+                    run.rate(),
+                    run.latency.quantile(0.5).as_secs_f64() * 1e6,
+                    run.latency.mean().as_secs_f64() * 1e6,
+                );
+                tcp_runs.push(run);
+            }
+            progress(&line);
+        }
+        rows.push(Row {
+            conns,
+            ninep: Point::of(&ninep_runs),
+            tcp: echo.as_ref().map(|_| Point::of(&tcp_runs)),
+        });
+    }
+    Ok(Report {
+        addr: config.addr.clone(),
+        dialect: null.dialect,
+        op: null.request(Fid(0)).name(),
+        request_bytes: null.request_bytes,
+        reply_bytes: null.reply_bytes,
+        duration: config.duration,
+        repeats: config.repeats,
+        client: config.client,
+        rows,
+    })
+}
+
+/// Settles the dialect and sends one null operation, to learn its sizes on
+/// the wire and that the server answers it.
+async fn probe(config: &Config) -> Result<Null> {
+    let options = Options {
+        dialect: config.dialect,
+        ..Options::default()
+    };
+    let client = Client::connect_with(&config.addr, options)
+        .await
+        .with_context(|| format!("connect to {}", config.addr))?;
+    let fsys = attach(&client, config).await?;
+    let mut null = Null {
+        dialect: client.dialect(),
+        request_bytes: 0,
+        reply_bytes: 0,
+    };
+    let request = null.request(fsys.root().number());
+    let reply = client
+        .rpc(request.clone())
+        .await
+        .with_context(|| format!("{} of the root", request.name()))?;
+    null.request_bytes = Fcall::new(0, request).to_bytes(null.dialect)?.len();
+    null.reply_bytes = Fcall::new(0, reply).to_bytes(null.dialect)?.len();
+    Ok(null)
+}
+
+async fn attach(client: &Client, config: &Config) -> Result<Fsys> {
+    client
+        .attach_as(&config.uname, config.n_uname, &config.aname)
+        .await
+        .with_context(|| {
+            format!(
+                "attach to {:?} as {} ({})",
+                config.aname, config.uname, config.n_uname as i32
+            )
+        })
+}
+
+/// One connection, ready to send null operations.
+enum Pinger {
+    Ninep {
+        client: Client,
+        /// Held for its root fid, which dropping it clunks.
+        _fsys: Fsys,
+        request: Msg,
+    },
+    Raw(RawConn),
+    Tcp(PingPong),
+}
+
+impl Pinger {
+    async fn once(&mut self) -> Result<()> {
+        match self {
+            Pinger::Ninep {
+                client, request, ..
+            } => {
+                client.rpc(request.clone()).await?;
+            }
+            Pinger::Raw(raw) => raw.once().await?,
+            Pinger::Tcp(pp) => pp.round_trip().await?,
+        }
+        Ok(())
+    }
+}
+
+async fn connect(config: &Config, null: &Null) -> Result<Pinger> {
+    match config.client {
+        ClientKind::Ninep => {
+            let options = Options {
+                dialect: Some(null.dialect),
+                ..Options::default()
+            };
+            let client = Client::connect_with(&config.addr, options)
+                .await
+                .with_context(|| format!("connect to {}", config.addr))?;
+            let fsys = attach(&client, config).await?;
+            let request = null.request(fsys.root().number());
+            Ok(Pinger::Ninep {
+                client,
+                _fsys: fsys,
+                request,
+            })
+        }
+        ClientKind::Raw => Ok(Pinger::Raw(RawConn::connect(config, null).await?)),
+    }
+}
+
+/// What one connection did in a run.
+struct Part {
+    ops: u64,
+    end: Instant,
+    latency: Histogram,
+    /// Kept until every connection is done, so that none hangs up early.
+    _pinger: Pinger,
+}
+
+/// Runs `pingers` at once from a common start for `duration` or until
+/// `max_ops` operations are done between them.
+async fn measure(pingers: Vec<Pinger>, duration: Duration, max_ops: u64) -> Result<Run> {
+    let n = pingers.len().max(1) as u64;
+    let cap = (max_ops / n).max(1);
+    // Every task is spawned and waiting before the start.
+    let start = Instant::now() + Duration::from_millis(20);
+    let deadline = start + duration;
+    let mut tasks: Vec<JoinHandle<Result<Part>>> = pingers
+        .into_iter()
+        .map(|p| tokio::spawn(drive(p, start, deadline, cap)))
+        .collect();
+    // A server that stops answering fails the run instead of hanging it.
+    let limit = deadline + Duration::from_secs(10);
+    let mut parts = Vec::with_capacity(tasks.len());
+    let mut failure = None;
+    for task in &mut tasks {
+        match tokio::time::timeout_at(limit, task).await {
+            Ok(Ok(Ok(part))) => parts.push(part),
+            Ok(Ok(Err(e))) => failure = Some(e),
+            Ok(Err(e)) => failure = Some(anyhow::Error::new(e)),
+            Err(_) => failure = Some(anyhow::anyhow!("no reply within 10 s of the end")),
+        }
+        if failure.is_some() {
+            break;
+        }
+    }
+    if let Some(e) = failure {
+        for task in &tasks {
+            task.abort();
+        }
+        return Err(e);
+    }
+    let mut run = Run {
+        ops: 0,
+        elapsed: Duration::ZERO,
+        latency: Histogram::new(),
+    };
+    let mut end = start;
+    for part in &parts {
+        run.ops += part.ops;
+        run.latency.merge(&part.latency);
+        end = end.max(part.end);
+    }
+    run.elapsed = end - start;
+    drop(parts);
+    // Let the connections' clunks and hang-ups finish before the next run.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(run)
+}
+
+async fn drive(mut pinger: Pinger, start: Instant, deadline: Instant, cap: u64) -> Result<Part> {
+    let mut latency = Histogram::new();
+    tokio::time::sleep_until(start).await;
+    let mut ops = 0;
+    let mut now = Instant::now();
+    while now < deadline && ops < cap {
+        let sent = now;
+        pinger.once().await?;
+        now = Instant::now();
+        latency.record(now - sent);
+        ops += 1;
+    }
+    Ok(Part {
+        ops,
+        end: now,
+        latency,
+        _pinger: pinger,
+    })
+}
+
+/// The msize the raw client asks for: room for any null reply.
+const RAW_MSIZE: u32 = 8192;
+
+/// A 9P connection with no client library: prepared request frames written
+/// straight to the socket, replies read straight from it.
+struct RawConn {
+    stream: Box<dyn Stream>,
+    buf: BytesMut,
+    request: Bytes,
+    reply_type: u8,
+}
+
+impl RawConn {
+    async fn connect(config: &Config, null: &Null) -> Result<RawConn> {
+        let addr: Addr = config.addr.parse().map_err(anyhow::Error::msg)?;
+        let stream = addr
+            .dial()
+            .await
+            .with_context(|| format!("connect to {addr}"))?;
+        let mut raw = RawConn {
+            stream,
+            buf: BytesMut::with_capacity(RAW_MSIZE as usize),
+            request: Bytes::new(),
+            reply_type: 0,
+        };
+        let d = null.dialect;
+        let version = Tversion {
+            msize: RAW_MSIZE,
+            version: d.version().to_owned(),
+        };
+        let reply = raw.call(Fcall::new(NOTAG, version), Dialect::Base).await?;
+        match &reply.msg {
+            Msg::Rversion(r) if Dialect::from_version(&r.version) == Some(d) => {}
+            _ => bail!("Tversion {d}: answered {reply}"),
+        }
+        let fid = Fid(0);
+        let tattach = Tattach {
+            fid,
+            afid: Fid::NOFID,
+            uname: config.uname.clone(),
+            aname: config.aname.clone(),
+            n_uname: config.n_uname,
+        };
+        let reply = raw.call(Fcall::new(0, tattach), d).await?;
+        ensure!(
+            matches!(reply.msg, Msg::Rattach(_)),
+            "Tattach answered {reply}"
+        );
+        let request = null.request(fid);
+        raw.reply_type = request.ty() + 1;
+        raw.request = Fcall::new(1, request).to_bytes(d)?;
+        Ok(raw)
+    }
+
+    /// Sends one request and decodes its reply.
+    async fn call(&mut self, fcall: Fcall, dialect: Dialect) -> Result<Fcall> {
+        self.stream.write_all(&fcall.to_bytes(dialect)?).await?;
+        let size = self.fill().await?;
+        let frame = self.buf.split_to(size).freeze();
+        Ok(Fcall::decode(frame, dialect)?)
+    }
+
+    /// One null operation; the reply is checked by type only.
+    async fn once(&mut self) -> Result<()> {
+        self.stream.write_all(&self.request).await?;
+        let size = self.fill().await?;
+        let ty = self.buf[4];
+        self.buf.advance(size);
+        ensure!(
+            ty == self.reply_type,
+            "reply of type {ty}, not {}",
+            self.reply_type
+        );
+        Ok(())
+    }
+
+    /// Reads until the buffer starts with a whole frame; returns its size.
+    async fn fill(&mut self) -> Result<usize> {
+        loop {
+            if let Some(b) = self.buf.get(..4) {
+                let size = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+                ensure!(
+                    (HEADER_LEN..=RAW_MSIZE as usize).contains(&size),
+                    "bad frame size {size}"
+                );
+                if self.buf.len() >= size {
+                    return Ok(size);
+                }
+            }
+            self.buf.reserve(RAW_MSIZE as usize);
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                bail!("server hung up");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_start_with_one() {
+        let mut c = Config::default();
+        assert_eq!(c.counts(), [1, 4, 16, 64]);
+        c.conns = vec![8, 1, 8, 2];
+        assert_eq!(c.counts(), [1, 8, 2]);
+        c.conns = vec![];
+        assert_eq!(c.counts(), [1]);
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn bad_configs() {
+        let bad = [
+            Config {
+                repeats: 0,
+                ..Config::default()
+            },
+            Config {
+                duration: Duration::ZERO,
+                ..Config::default()
+            },
+            Config {
+                conns: vec![0],
+                ..Config::default()
+            },
+        ];
+        for c in bad {
+            assert!(c.check().is_err(), "{c:?}");
+        }
+        assert!(Config::default().check().is_ok());
+    }
+}
