@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -219,7 +220,7 @@ async fn receive<F: Filesystem>(
         inflight.insert(tag, Inflight { id, abort: None });
     }
     let task_conn = conn.clone();
-    let task = tokio::spawn(async move {
+    let mut request = Box::pin(async move {
         let handler = Handler {
             conn: &task_conn,
             session: current,
@@ -228,6 +229,15 @@ async fn receive<F: Filesystem>(
         let reply = reply.unwrap_or_else(|e| error_reply(&e, current.dialect));
         task_conn.finish(current, tag, id, reply);
     });
+    // Most requests finish without waiting for anything: run them here and
+    // save a task and a hop between threads. One that must wait becomes a
+    // task of its own, so the connection goes on reading.
+    let finished =
+        std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx).is_ready())).await;
+    if finished {
+        return None;
+    }
+    let task = tokio::spawn(request);
     if let Some(entry) = conn.inflight().get_mut(&tag)
         && entry.id == id
     {
