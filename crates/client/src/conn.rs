@@ -72,9 +72,8 @@ struct State {
 enum Waiter {
     /// A request whose caller waits for the reply.
     Reply(oneshot::Sender<Result<Msg, Error>>),
-    /// A request given up on: its Tflush is in flight; when the reply to it
-    /// comes, `then` learns what became of the request.
-    Flushing(Option<oneshot::Sender<Msg>>),
+    /// A request given up on, whose Tflush is in flight.
+    Flushing,
     /// A Tflush for `old`; its Rflush frees both tags.
     Flush { old: u16 },
     /// A Tclunk nobody waits for; its reply frees the fid number.
@@ -199,8 +198,7 @@ impl Inner {
     }
 
     /// Gives up on request `tag`: sends Tflush; both tags are freed at Rflush.
-    /// `then` receives the original's reply if it arrives first.
-    fn flush(&self, tag: u16, then: Option<oneshot::Sender<Msg>>) {
+    fn flush(&self, tag: u16) {
         let mut state = self.lock();
         if state.closed || !matches!(state.pending.get(&tag), Some(Waiter::Reply(_))) {
             return;
@@ -208,10 +206,10 @@ impl Inner {
         let Some(flush_tag) = Self::alloc_tag(&mut state) else {
             // No tag to flush with: the request runs its course and its reply
             // is dropped when it comes.
-            state.pending.insert(tag, Waiter::Flushing(then));
+            state.pending.insert(tag, Waiter::Flushing);
             return;
         };
-        state.pending.insert(tag, Waiter::Flushing(then));
+        state.pending.insert(tag, Waiter::Flushing);
         state.pending.insert(flush_tag, Waiter::Flush { old: tag });
         drop(state);
         let _ = self.send(&Fcall::new(flush_tag, Tflush { oldtag: tag }));
@@ -219,40 +217,42 @@ impl Inner {
 
     /// Routes one reply to its waiter.
     fn dispatch(&self, fcall: Fcall) {
+        let tag = fcall.tag;
         let mut state = self.lock();
-        let Some(waiter) = state.pending.remove(&fcall.tag) else {
+        let Some(waiter) = state.pending.remove(&tag) else {
             tracing::debug!("reply to unknown tag: {fcall}");
             return;
         };
+        let (mut reply_to, mut clunked) = (None, None);
         match waiter {
             Waiter::Reply(tx) => {
-                state.free_tags.push(fcall.tag);
-                drop(state);
-                let _ = tx.send(Ok(fcall.msg));
+                state.free_tags.push(tag);
+                reply_to = Some(tx);
             }
-            Waiter::Flushing(then) => {
-                // The reply beat the Rflush: the request happened. Keep the
-                // tag until the Rflush.
-                state.pending.insert(fcall.tag, Waiter::Flushing(None));
-                drop(state);
-                if let Some(then) = then {
-                    let _ = then.send(fcall.msg);
-                }
+            // The reply beat the Rflush: the tag stays taken until the Rflush.
+            Waiter::Flushing => {
+                state.pending.insert(tag, Waiter::Flushing);
             }
             Waiter::Flush { old } => {
-                state.free_tags.push(fcall.tag);
-                if let Some(Waiter::Flushing(_)) = state.pending.get(&old) {
-                    state.pending.remove(&old);
+                state.free_tags.push(tag);
+                if state.pending.remove(&old).is_some() {
+                    state.free_tags.push(old);
                 }
-                state.free_tags.push(old);
             }
             Waiter::Clunk(fid) => {
-                state.free_tags.push(fcall.tag);
-                drop(state);
-                self.free_fid(fid);
+                state.free_tags.push(tag);
+                clunked = Some(fid);
             }
         }
-        if self.lock().pending.is_empty() {
+        let idle = state.pending.is_empty();
+        drop(state);
+        if let Some(tx) = reply_to {
+            let _ = tx.send(Ok(fcall.msg));
+        }
+        if let Some(fid) = clunked {
+            self.free_fid(fid);
+        }
+        if idle {
             self.idle.notify_waiters();
         }
     }
@@ -313,7 +313,7 @@ struct FlushOnDrop {
 impl Drop for FlushOnDrop {
     fn drop(&mut self) {
         if self.armed {
-            self.inner.flush(self.tag, None);
+            self.inner.flush(self.tag);
         }
     }
 }
@@ -420,7 +420,10 @@ impl Client {
     }
 }
 
-/// Tversion: the dialect asked for, or each in turn from the most capable.
+/// Tversion: the dialect asked for, or each in turn from the most capable
+/// until the server answers with the one asked for. (A 9P2000.u server asked
+/// for 9P2000.L answers 9P2000, dropping the suffix it does not know, so the
+/// next attempt, 9P2000.u, is still worth making.)
 async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
     inner: &Inner,
     frames: &mut FramedRead<R, FrameCodec>,
@@ -430,6 +433,7 @@ async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
         Some(d) => vec![d],
         None => Dialect::ALL.to_vec(),
     };
+    let mut answers = Vec::new();
     for want in wanted {
         let tversion = Fcall::new(
             NOTAG,
@@ -453,25 +457,24 @@ async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
             ..
         }) = reply
         else {
+            answers.push("an error".to_owned());
             continue;
         };
-        let Some(got) = Dialect::from_version(&r.version) else {
+        answers.push(r.version.clone());
+        if r.version != want.version() {
             continue;
-        };
-        if got > want && options.dialect.is_none() || r.msize > options.msize || r.msize < 256 {
-            return Err(Error::protocol(format!(
-                "bad Rversion: {} msize {}",
-                r.version, r.msize
-            )));
         }
-        if options.dialect.is_some_and(|d| d != got) {
-            return Err(Error::protocol(format!("server speaks {got}, not {want}")));
+        if r.msize > options.msize || r.msize < 256 {
+            return Err(Error::protocol(format!("bad Rversion msize {}", r.msize)));
         }
         inner.msize.store(r.msize, Ordering::Relaxed);
-        *inner.dialect.lock().unwrap_or_else(|e| e.into_inner()) = got;
-        return Ok(got);
+        *inner.dialect.lock().unwrap_or_else(|e| e.into_inner()) = want;
+        return Ok(want);
     }
-    Err(Error::protocol("server speaks no dialect we know"))
+    Err(Error::protocol(format!(
+        "server speaks no dialect we asked for (answered {})",
+        answers.join(", ")
+    )))
 }
 
 /// Writes requests in order, batching those queued together.

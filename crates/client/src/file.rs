@@ -97,7 +97,7 @@ impl File {
     }
 
     /// The rest of the file from the current position.
-    pub async fn read_to_end(mut self) -> Result<Vec<u8>, Error> {
+    pub async fn read_all(mut self) -> Result<Vec<u8>, Error> {
         let mut out = Vec::new();
         loop {
             let data = self.read_at(self.pos, self.iounit).await?;

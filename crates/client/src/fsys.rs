@@ -434,7 +434,7 @@ impl Fsys {
 
     /// The whole contents of a file.
     pub async fn read(&self, path: &str) -> Result<Vec<u8>, Error> {
-        self.open(path, dotl::O_RDONLY).await?.read_to_end().await
+        self.open(path, dotl::O_RDONLY).await?.read_all().await
     }
 
     pub async fn read_to_string(&self, path: &str) -> Result<String, Error> {

@@ -1,0 +1,205 @@
+//! The client's own behaviour on the wire: long walks, tokio I/O traits,
+//! Tflush when a request is dropped, and negotiating down the dialects.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use ninep_client::{Client, Options};
+use ninep_server::Server;
+use ninep_servers::RamFs;
+use ninep_transport::FrameCodec;
+use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR};
+use ninep_wire::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio_util::codec::FramedRead;
+
+/// A client connected to a ramfs over an in-memory stream.
+async fn ramfs(dialect: Dialect) -> Client {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let server = Server::new(RamFs::new());
+    tokio::spawn(async move {
+        server
+            .serve_stream(Box::new(theirs), std::future::pending())
+            .await
+    });
+    let options = Options {
+        dialect: Some(dialect),
+        ..Options::default()
+    };
+    Client::over(Box::new(ours), options)
+        .await
+        .expect("connect")
+}
+
+#[tokio::test]
+async fn walks_longer_than_sixteen_names() {
+    for dialect in Dialect::ALL {
+        let fsys = ramfs(dialect)
+            .await
+            .attach("glenda", "")
+            .await
+            .expect("attach");
+        let mut path = String::new();
+        for i in 0..40 {
+            path.push_str(&format!("/d{i}"));
+            fsys.mkdir(&path, 0o755).await.expect("mkdir");
+        }
+        let file = fsys
+            .create(&format!("{path}/deep"), 0o644, O_RDWR)
+            .await
+            .expect("create");
+        file.write_all_at(0, "bottom".into()).await.expect("write");
+        drop(file);
+        assert_eq!(
+            fsys.read_to_string(&format!("{path}/deep"))
+                .await
+                .expect("read"),
+            "bottom"
+        );
+        // A walk that fails after the first sixteen names leaves no fid behind.
+        let err = fsys
+            .walk(&format!("{path}/nothing/x"))
+            .await
+            .expect_err("walk");
+        assert_eq!(err.errno(), Errno::ENOENT);
+    }
+}
+
+#[tokio::test]
+async fn files_are_tokio_readers_and_writers() {
+    let client = ramfs(Dialect::L).await;
+    let msize_payload = (client.msize() - IOHDRSZ) as usize;
+    let fsys = client.attach("glenda", "").await.expect("attach");
+    let data: Vec<u8> = (0..3 * msize_payload + 123)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let mut file = fsys.create("copy", 0o644, O_RDWR).await.expect("create");
+    let mut source = &data[..];
+    let n = tokio::io::copy(&mut source, &mut file)
+        .await
+        .expect("copy in");
+    assert_eq!(n as usize, data.len());
+    drop(file);
+    let mut file = fsys.open("copy", O_RDONLY).await.expect("open");
+    let mut back = Vec::new();
+    file.read_to_end(&mut back).await.expect("copy out");
+    assert_eq!(back, data);
+}
+
+/// A hand-written peer: answers version, attach, walk and open, never
+/// answers reads, and reports every message it gets.
+async fn silent_reader(stream: DuplexStream, seen: tokio::sync::mpsc::UnboundedSender<Fcall>) {
+    let (r, mut w) = tokio::io::split(stream);
+    let mut frames = FramedRead::new(r, FrameCodec::new(1 << 20, Dialect::L));
+    while let Some(Ok(frame)) = frames.next().await {
+        let fcall = Fcall::decode(frame, Dialect::L).expect("client sent a valid message");
+        let qid = Qid::default();
+        let reply: Option<Msg> = match &fcall.msg {
+            Msg::Tversion(v) => Some(
+                Rversion {
+                    msize: v.msize,
+                    version: "9P2000.L".into(),
+                }
+                .into(),
+            ),
+            Msg::Tattach(_) => Some(Rattach { qid }.into()),
+            Msg::Twalk(w) => Some(
+                Rwalk {
+                    wqid: vec![qid; w.wname.len()],
+                }
+                .into(),
+            ),
+            Msg::Tlopen(_) => Some(Rlopen { qid, iounit: 0 }.into()),
+            Msg::Tflush(_) | Msg::Tclunk(_) => Some(match fcall.msg {
+                Msg::Tflush(_) => Rflush {}.into(),
+                _ => Rclunk {}.into(),
+            }),
+            _ => None,
+        };
+        if let Some(reply) = reply {
+            let mut buf = BytesMut::new();
+            Fcall::new(fcall.tag, reply)
+                .encode(Dialect::L, &mut buf)
+                .expect("encode");
+            w.write_all(&buf).await.expect("write");
+        }
+        let _ = seen.send(fcall);
+    }
+}
+
+#[tokio::test]
+async fn dropping_a_pending_read_sends_tflush() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(silent_reader(theirs, tx));
+    let options = Options {
+        dialect: Some(Dialect::L),
+        ..Options::default()
+    };
+    let client = Client::over(Box::new(ours), options)
+        .await
+        .expect("connect");
+    let fsys = client.attach("glenda", "").await.expect("attach");
+    let file = fsys.open("pipe", O_RDONLY).await.expect("open");
+    let read = tokio::time::timeout(Duration::from_millis(200), file.read_at(0, 10)).await;
+    assert!(read.is_err(), "the silent peer answered a read");
+    let mut read_tag = None;
+    let flush = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(fcall) = seen.recv().await {
+            match fcall.msg {
+                Msg::Tread(_) => read_tag = Some(fcall.tag),
+                Msg::Tflush(f) => return f.oldtag,
+                _ => {}
+            }
+        }
+        panic!("connection ended without a Tflush");
+    })
+    .await
+    .expect("no Tflush within 5 s");
+    assert_eq!(Some(flush), read_tag, "Tflush names the read's tag");
+    // The connection still works after the flush.
+    let info = client
+        .rpc(Tclunk {
+            fid: file.fid().number(),
+        })
+        .await;
+    assert!(info.is_ok());
+    std::mem::forget(file); // already clunked by hand above
+}
+
+#[tokio::test]
+async fn negotiates_down_to_what_the_server_speaks() {
+    for (offered, expect) in [("9P2000.u", Dialect::U), ("9P2000", Dialect::Base)] {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            let (r, mut w) = tokio::io::split(theirs);
+            let mut frames = FramedRead::new(r, FrameCodec::new(1 << 20, Dialect::Base));
+            while let Some(Ok(frame)) = frames.next().await {
+                let fcall = Fcall::decode(frame, Dialect::Base).expect("Tversion");
+                let Msg::Tversion(v) = fcall.msg else { return };
+                // A server of one dialect drops any suffix it does not
+                // know, as version(5) says: 9P2000.L becomes 9P2000.
+                let version = if v.version == offered {
+                    offered
+                } else {
+                    "9P2000"
+                };
+                let reply = Fcall::new(
+                    NOTAG,
+                    Rversion {
+                        msize: 8192,
+                        version: version.into(),
+                    },
+                );
+                let bytes: Bytes = reply.to_bytes(Dialect::Base).expect("encode");
+                w.write_all(&bytes).await.expect("write");
+            }
+        });
+        let client = Client::over(Box::new(ours), Options::default())
+            .await
+            .expect("connect");
+        assert_eq!(client.dialect(), expect);
+        assert_eq!(client.msize(), 8192);
+    }
+}
