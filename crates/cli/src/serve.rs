@@ -1,15 +1,32 @@
-//! `ninep serve`: a file server on a listening socket or on stdin/stdout.
+//! `ninep serve`: a file server (a host directory, ramfs or taskbag) on a
+//! listening socket or on stdin/stdout.
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
+use ninep_export::users::UserDb;
+use ninep_export::{Export, Identity, Options};
 use ninep_server::{Filesystem, Limits, Server};
 use ninep_servers::{RamFs, Taskbag};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// What to serve: ramfs (an empty in-memory tree) or taskbag.
+    /// What to serve: a directory, ramfs (an empty in-memory tree) or
+    /// taskbag. A directory named like those is given with a path (./ramfs).
     tree: String,
+    /// Refuse every change to an exported directory.
+    #[arg(long)]
+    readonly: bool,
+    /// Run each request as the attaching user (needs root).
+    #[arg(long, conflicts_with = "squash")]
+    multiuser: bool,
+    /// Run every request as USER (needs root); by default requests run as
+    /// the server.
+    #[arg(long, value_name = "USER")]
+    squash: Option<String>,
+    /// Open device nodes, fifos and sockets in an exported directory.
+    #[arg(long)]
+    allow_special: bool,
     /// Address to listen on: tcp!host!port, unix!/path or host:port.
     #[arg(short, long, default_value = "tcp!127.0.0.1!564")]
     listen: String,
@@ -40,7 +57,33 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     match args.tree.as_str() {
         "ramfs" => serve(RamFs::new(), limits, &args).await,
         "taskbag" => serve(Taskbag::new(), limits, &args).await,
-        other => bail!("unknown tree {other:?}: want ramfs or taskbag"),
+        dir => {
+            if !std::path::Path::new(dir).is_dir() {
+                bail!("{dir}: not a directory (and not ramfs or taskbag)");
+            }
+            let root = rustix::process::geteuid().is_root();
+            let identity = if args.multiuser {
+                if !root {
+                    bail!("--multiuser needs root");
+                }
+                Identity::Multiuser
+            } else if let Some(user) = &args.squash {
+                if !root {
+                    bail!("--squash needs root");
+                }
+                let creds = UserDb::default().resolve(user, ninep_wire::NONUNAME)?;
+                Identity::Squash(creds)
+            } else {
+                Identity::Server
+            };
+            let options = Options {
+                readonly: args.readonly,
+                identity,
+                allow_special: args.allow_special,
+            };
+            let export = Export::new(dir, options).with_context(|| dir.to_owned())?;
+            serve(export, limits, &args).await
+        }
     }
 }
 

@@ -1,0 +1,155 @@
+//! POSIX record locks among the clients of one export, as 9P2000.L Tlock and
+//! Tgetlock ask for them: byte ranges, read and write locks, owned by a
+//! client and a process on it, with fcntl's conflict rules.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use ninep_wire::consts::dotl::{
+    LOCK_BLOCKED, LOCK_SUCCESS, LOCK_TYPE_RDLCK, LOCK_TYPE_UNLCK, LOCK_TYPE_WRLCK,
+};
+
+/// Who holds a lock: the client's id string and the process on it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Owner {
+    pub client: String,
+    pub proc_id: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lock {
+    pub owner: Owner,
+    pub write: bool,
+    pub start: u64,
+    /// Exclusive end; u64::MAX means to the end of the file.
+    pub end: u64,
+}
+
+/// Locks by file (device and inode).
+#[derive(Debug, Default)]
+pub struct LockTable {
+    files: Mutex<HashMap<(u64, u64), Vec<Lock>>>,
+}
+
+/// A lock's end from 9P's start and length (0 = to the end of file).
+pub fn end_of(start: u64, length: u64) -> u64 {
+    if length == 0 {
+        u64::MAX
+    } else {
+        start.saturating_add(length)
+    }
+}
+
+fn overlaps(a: &Lock, start: u64, end: u64) -> bool {
+    a.start < end && start < a.end
+}
+
+impl LockTable {
+    /// Takes, changes or releases a lock; the Rlock status.
+    pub fn lock(&self, file: (u64, u64), owner: Owner, ty: u8, start: u64, end: u64) -> u8 {
+        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let locks = files.entry(file).or_default();
+        if ty != LOCK_TYPE_UNLCK
+            && conflict(locks, &owner, ty == LOCK_TYPE_WRLCK, start, end).is_some()
+        {
+            return LOCK_BLOCKED;
+        }
+        // The owner's own locks in the range are replaced (split if needed).
+        let mut kept = Vec::with_capacity(locks.len() + 1);
+        for l in locks.drain(..) {
+            if l.owner != owner || !overlaps(&l, start, end) {
+                kept.push(l);
+                continue;
+            }
+            if l.start < start {
+                kept.push(Lock {
+                    end: start,
+                    ..l.clone()
+                });
+            }
+            if l.end > end {
+                kept.push(Lock { start: end, ..l });
+            }
+        }
+        if ty == LOCK_TYPE_RDLCK || ty == LOCK_TYPE_WRLCK {
+            kept.push(Lock {
+                owner,
+                write: ty == LOCK_TYPE_WRLCK,
+                start,
+                end,
+            });
+        }
+        *locks = kept;
+        if locks.is_empty() {
+            files.remove(&file);
+        }
+        LOCK_SUCCESS
+    }
+
+    /// The first lock that would stop `owner` taking this one.
+    pub fn test(
+        &self,
+        file: (u64, u64),
+        owner: &Owner,
+        write: bool,
+        start: u64,
+        end: u64,
+    ) -> Option<Lock> {
+        let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        files
+            .get(&file)
+            .and_then(|locks| conflict(locks, owner, write, start, end).cloned())
+    }
+}
+
+fn conflict<'a>(
+    locks: &'a [Lock],
+    owner: &Owner,
+    write: bool,
+    start: u64,
+    end: u64,
+) -> Option<&'a Lock> {
+    locks
+        .iter()
+        .find(|l| l.owner != *owner && overlaps(l, start, end) && (write || l.write))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(p: u32) -> Owner {
+        Owner {
+            client: "host".into(),
+            proc_id: p,
+        }
+    }
+
+    #[test]
+    fn fcntl_rules() {
+        let t = LockTable::default();
+        let f = (1, 2);
+        assert_eq!(t.lock(f, who(1), LOCK_TYPE_RDLCK, 0, 100), LOCK_SUCCESS);
+        // Readers share; a writer is refused over a read lock.
+        assert_eq!(t.lock(f, who(2), LOCK_TYPE_RDLCK, 50, 150), LOCK_SUCCESS);
+        assert_eq!(t.lock(f, who(3), LOCK_TYPE_WRLCK, 90, 95), LOCK_BLOCKED);
+        assert_eq!(
+            t.test(f, &who(3), true, 90, 95).map(|l| l.owner),
+            Some(who(1))
+        );
+        // Beyond both read locks a writer is fine.
+        assert_eq!(
+            t.lock(f, who(3), LOCK_TYPE_WRLCK, 150, end_of(150, 0)),
+            LOCK_SUCCESS
+        );
+        // Unlocking the middle of a lock splits it.
+        assert_eq!(t.lock(f, who(1), LOCK_TYPE_UNLCK, 10, 20), LOCK_SUCCESS);
+        assert!(t.test(f, &who(4), true, 12, 18).is_none());
+        assert_eq!(
+            t.test(f, &who(4), true, 0, 10).map(|l| l.owner),
+            Some(who(1))
+        );
+        // A lock holder's own locks never conflict with it.
+        assert_eq!(t.lock(f, who(1), LOCK_TYPE_WRLCK, 0, 10), LOCK_SUCCESS);
+    }
+}
