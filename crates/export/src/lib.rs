@@ -399,31 +399,23 @@ impl Filesystem for Export {
     async fn walk(&self, _cx: &Cx, dir: &ExportFile, name: &Name) -> Result<(ExportFile, Qid)> {
         let from = dir.node.clone();
         let name = name.to_string();
-        let node = self
+        let (node, qid) = self
             .call(&dir.creds, move |inner| {
                 let node = if name == ".." {
                     from.place().0.unwrap_or_else(|| inner.root.clone())
                 } else {
                     inner.lookup(&from, &name)?
                 };
-                Ok(node)
+                let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
+                Ok((node, inner.qid(&st)))
             })
             .await?;
-        let st_node = node.clone();
-        let qid = self
-            .call(&dir.creds, move |inner| {
-                let st = rustix::fs::fstat(&st_node.fd).map_err(errno)?;
-                Ok(inner.qid(&st))
-            })
-            .await?;
-        Ok((
-            ExportFile {
-                node,
-                io: None,
-                creds: dir.creds.clone(),
-            },
-            qid,
-        ))
+        let file = ExportFile {
+            node,
+            io: None,
+            creds: dir.creds.clone(),
+        };
+        Ok((file, qid))
     }
 
     async fn getattr(&self, _cx: &Cx, file: &ExportFile) -> Result<Attr> {
