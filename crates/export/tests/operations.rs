@@ -1,0 +1,363 @@
+//! Every operation of the export, checked against what the host sees.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use ninep_client::{Client, Fsys, Options};
+use ninep_export::{Export, Options as ExportOptions};
+use ninep_server::Server;
+use ninep_transport::Addr;
+use ninep_wire::consts::{dotl, mode, unix};
+use ninep_wire::*;
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn serve(name: &str) -> (Dir, String) {
+    let base = std::env::temp_dir().join(format!("ninep-ops-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("export")).unwrap();
+    let export = Export::new(base.join("export"), ExportOptions::default()).unwrap();
+    let addr = Addr::Unix(base.join("sock"));
+    let listener = addr.listen().await.unwrap();
+    let server = Server::new(export);
+    tokio::spawn(async move {
+        server
+            .serve_listener(listener, std::future::pending())
+            .await
+    });
+    (Dir(base), addr.to_string())
+}
+
+async fn attach(addr: &str, dialect: Dialect) -> Fsys {
+    let options = Options {
+        dialect: Some(dialect),
+        ..Options::default()
+    };
+    Client::connect_with(addr, options)
+        .await
+        .unwrap()
+        .attach_as("root", 0, "")
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn dotl_operations_reach_the_host() {
+    let (dir, addr) = serve("dotl").await;
+    let host = dir.0.join("export");
+    let fsys = attach(&addr, Dialect::L).await;
+    let client = fsys.client().clone();
+    let root = fsys.root().number();
+
+    // create, write, read; the host sees the bytes.
+    let file = fsys.create("a", 0o640, dotl::O_RDWR).await.unwrap();
+    file.write_all_at(0, Bytes::from(vec![7u8; 200_000]))
+        .await
+        .unwrap();
+    file.sync().await.unwrap();
+    assert_eq!(std::fs::read(host.join("a")).unwrap(), vec![7u8; 200_000]);
+    assert_eq!(
+        std::fs::metadata(host.join("a"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o640
+    );
+    drop(file);
+
+    // setattr: chmod, truncate, times.
+    let a = fsys.walk("a").await.unwrap();
+    let set = Tsetattr {
+        fid: a.number(),
+        valid: dotl::SETATTR_MODE
+            | dotl::SETATTR_SIZE
+            | dotl::SETATTR_MTIME
+            | dotl::SETATTR_MTIME_SET,
+        mode: 0o600,
+        uid: 0,
+        gid: 0,
+        size: 10,
+        atime_sec: 0,
+        atime_nsec: 0,
+        mtime_sec: 1_000_000_000,
+        mtime_nsec: 5,
+    };
+    client.rpc(set).await.unwrap();
+    let meta = std::fs::metadata(host.join("a")).unwrap();
+    assert_eq!(
+        (
+            meta.mode() & 0o777,
+            meta.len(),
+            meta.mtime(),
+            meta.mtime_nsec()
+        ),
+        (0o600, 10, 1_000_000_000, 5)
+    );
+    let info = a.stat().await.unwrap();
+    assert_eq!((info.size, info.mode), (10, unix::S_IFREG | 0o600));
+
+    // mkdir, symlink, readlink, link, mknod (fifo).
+    fsys.mkdir("d", 0o750).await.unwrap();
+    assert!(host.join("d").is_dir());
+    let sym = Tsymlink {
+        fid: root,
+        name: Name::new("s").unwrap(),
+        symtgt: "d/../a".into(),
+        gid: 0,
+    };
+    let Msg::Rsymlink(r) = client.rpc(sym).await.unwrap() else {
+        panic!()
+    };
+    assert!(r.qid.ty.contains(QidType::SYMLINK));
+    assert_eq!(
+        std::fs::read_link(host.join("s")).unwrap().to_str(),
+        Some("d/../a")
+    );
+    let s = fsys.walk("s").await.unwrap();
+    let Msg::Rreadlink(r) = client.rpc(Treadlink { fid: s.number() }).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.target, "d/../a");
+    let d = fsys.walk("d").await.unwrap();
+    client
+        .rpc(Tlink {
+            dfid: d.number(),
+            fid: a.number(),
+            name: Name::new("hard").unwrap(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(host.join("d/hard")).unwrap().ino(),
+        meta.ino()
+    );
+    client
+        .rpc(Tmknod {
+            dfid: root,
+            name: Name::new("fifo").unwrap(),
+            mode: unix::S_IFIFO | 0o644,
+            major: 0,
+            minor: 0,
+            gid: 0,
+        })
+        .await
+        .unwrap();
+    assert!(
+        std::fs::symlink_metadata(host.join("fifo"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+
+    // rename, renameat, unlinkat.
+    fsys.rename("a", "b").await.unwrap();
+    assert!(host.join("b").exists() && !host.join("a").exists());
+    client
+        .rpc(Trenameat {
+            olddirfid: root,
+            oldname: Name::new("b").unwrap(),
+            newdirfid: d.number(),
+            newname: Name::new("c").unwrap(),
+        })
+        .await
+        .unwrap();
+    assert!(host.join("d/c").exists());
+    client
+        .rpc(Tunlinkat {
+            dirfid: d.number(),
+            name: Name::new("c").unwrap(),
+            flags: 0,
+        })
+        .await
+        .unwrap();
+    assert!(!host.join("d/c").exists());
+    let err = client
+        .rpc(Tunlinkat {
+            dirfid: root,
+            name: Name::new("d").unwrap(),
+            flags: dotl::AT_REMOVEDIR,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOTEMPTY);
+
+    // statfs and directory listing with . and .. handled by the client.
+    let Msg::Rstatfs(st) = client.rpc(Tstatfs { fid: root }).await.unwrap() else {
+        panic!()
+    };
+    assert!(st.bsize > 0 && st.namelen >= 255);
+    let mut names: Vec<String> = fsys
+        .read_dir("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["d", "fifo", "s"]);
+
+    // xattrs: set with Txattrcreate + write + clunk, read with Txattrwalk.
+    std::fs::write(host.join("x"), "").unwrap();
+    let x = fsys.walk("x").await.unwrap();
+    let xf = x.clone_fid().await.unwrap();
+    client
+        .rpc(Txattrcreate {
+            fid: xf.number(),
+            name: "user.note".into(),
+            attr_size: 5,
+            flags: 0,
+        })
+        .await
+        .unwrap();
+    client
+        .rpc(Twrite {
+            fid: xf.number(),
+            offset: 0,
+            data: Bytes::from_static(b"hello"),
+        })
+        .await
+        .unwrap();
+    xf.clunk().await.unwrap();
+    let newfid = Fid(9999);
+    let Msg::Rxattrwalk(w) = client
+        .rpc(Txattrwalk {
+            fid: x.number(),
+            newfid,
+            name: "user.note".into(),
+        })
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(w.size, 5);
+    let Msg::Rread(r) = client
+        .rpc(Tread {
+            fid: newfid,
+            offset: 0,
+            count: 100,
+        })
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(r.data, "hello");
+    client.rpc(Tclunk { fid: newfid }).await.unwrap();
+
+    // POSIX locks between two lock owners.
+    let f = fsys.open("x", dotl::O_RDWR).await.unwrap();
+    let lock = |proc_id, ty| Tlock {
+        fid: f.fid().number(),
+        ty,
+        flags: 0,
+        start: 0,
+        length: 0,
+        proc_id,
+        client_id: "host".into(),
+    };
+    let Msg::Rlock(r) = client.rpc(lock(1, dotl::LOCK_TYPE_WRLCK)).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.status, dotl::LOCK_SUCCESS);
+    let Msg::Rlock(r) = client.rpc(lock(2, dotl::LOCK_TYPE_RDLCK)).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.status, dotl::LOCK_BLOCKED);
+    let get = Tgetlock {
+        fid: f.fid().number(),
+        ty: dotl::LOCK_TYPE_RDLCK,
+        start: 0,
+        length: 10,
+        proc_id: 2,
+        client_id: "host".into(),
+    };
+    let Msg::Rgetlock(g) = client.rpc(get).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!((g.ty, g.proc_id), (dotl::LOCK_TYPE_WRLCK, 1));
+    client.rpc(lock(1, dotl::LOCK_TYPE_UNLCK)).await.unwrap();
+    let Msg::Rlock(r) = client.rpc(lock(2, dotl::LOCK_TYPE_RDLCK)).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.status, dotl::LOCK_SUCCESS);
+}
+
+#[tokio::test]
+async fn plan9_and_unix_extensions() {
+    let (dir, addr) = serve("dotu").await;
+    let host = dir.0.join("export");
+    std::fs::write(host.join("f"), "0123456789").unwrap();
+    for dialect in [Dialect::Base, Dialect::U] {
+        let fsys = attach(&addr, dialect).await;
+        let client = fsys.client().clone();
+        // wstat: truncate, chmod, rename in one message.
+        let f = fsys.walk("f").await.unwrap();
+        let stat = Stat {
+            length: 4,
+            mode: 0o604,
+            name: format!("g-{dialect}"),
+            ..Stat::dont_touch()
+        };
+        client
+            .rpc(Twstat {
+                fid: f.number(),
+                stat,
+            })
+            .await
+            .unwrap();
+        let path = host.join(format!("g-{dialect}"));
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!((meta.len(), meta.mode() & 0o777), (4, 0o604));
+        std::fs::rename(&path, host.join("f")).unwrap();
+        // A directory made with Tcreate DMDIR.
+        let made = fsys.mkdir(&format!("dir-{dialect}"), 0o755).await.unwrap();
+        assert!(made.ty.is_dir());
+        assert!(host.join(format!("dir-{dialect}")).is_dir());
+    }
+    // 9P2000.u special files through the extension string, and the stat
+    // extension naming a link's target.
+    let fsys = attach(&addr, Dialect::U).await;
+    let client = fsys.client().clone();
+    for (name, perm, ext) in [
+        ("link", mode::DMSYMLINK | 0o777, "f"),
+        ("pipe", mode::DMNAMEDPIPE | 0o644, ""),
+    ] {
+        let dirfid = fsys.root().clone_fid().await.unwrap();
+        let create = Tcreate {
+            fid: dirfid.number(),
+            name: Name::new(name).unwrap(),
+            perm,
+            mode: 0,
+            extension: ext.into(),
+        };
+        client.rpc(create).await.unwrap();
+    }
+    assert_eq!(
+        std::fs::read_link(host.join("link")).unwrap().to_str(),
+        Some("f")
+    );
+    let link = fsys.walk("link").await.unwrap();
+    let Msg::Rstat(r) = client.rpc(Tstat { fid: link.number() }).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.stat.extension, "f");
+    assert_ne!(r.stat.mode & mode::DMSYMLINK, 0);
+    let pipe = fsys.stat("pipe").await.unwrap();
+    assert_eq!(pipe.mode & unix::S_IFMT, unix::S_IFIFO);
+    // Directory reads list stats with the .u fields.
+    let entries = fsys.read_dir("").await.unwrap();
+    let link = entries.iter().find(|e| e.name == "link").unwrap();
+    assert_eq!(link.info.as_ref().unwrap().extension, "f");
+    // 9P2000 errors carry the string, .u the errno too.
+    let err = fsys.read("nothing").await.unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOENT);
+}
