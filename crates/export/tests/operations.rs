@@ -361,3 +361,53 @@ async fn plan9_and_unix_extensions() {
     let err = fsys.read("nothing").await.unwrap_err();
     assert_eq!(err.errno(), Errno::ENOENT);
 }
+
+#[tokio::test]
+async fn a_blocked_call_does_not_hold_up_the_connection() {
+    let base = std::env::temp_dir().join(format!("ninep-ops-{}-blocking", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("export")).unwrap();
+    let _cleanup = Dir(base.clone());
+    let fifo = base.join("export/fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::write(base.join("export/plain"), "plain").unwrap();
+    let options = ExportOptions {
+        allow_special: true,
+        ..ExportOptions::default()
+    };
+    let export = Export::new(base.join("export"), options).unwrap();
+    let addr = Addr::Unix(base.join("sock"));
+    let listener = addr.listen().await.unwrap();
+    let server = Server::new(export);
+    tokio::spawn(async move {
+        server
+            .serve_listener(listener, std::future::pending())
+            .await
+    });
+    let fsys = attach(&addr.to_string(), Dialect::L).await;
+    // Opening a fifo with no writer blocks on the host ...
+    let blocked = {
+        let fid = fsys.walk("fifo").await.unwrap();
+        tokio::spawn(async move { fid.open(dotl::O_RDONLY).await.map(drop) })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!blocked.is_finished());
+    // ... while the same connection goes on serving.
+    for _ in 0..20 {
+        assert_eq!(fsys.read("plain").await.unwrap(), b"plain");
+    }
+    // A writer on the host releases it.
+    let writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), blocked)
+        .await
+        .expect("the open finished")
+        .unwrap()
+        .unwrap();
+    drop(writer);
+}
