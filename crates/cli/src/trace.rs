@@ -109,9 +109,11 @@ async fn pump(
                         "c{conn} framing lost ({e}); forwarding without tracing"
                     ));
                     parsing = false;
-                    break;
                 }
             }
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
         }
     }
     let _ = to.shutdown().await;
