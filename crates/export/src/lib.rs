@@ -241,22 +241,29 @@ impl Export {
 
 impl Inner {
     fn qid(&self, st: &rustix::fs::Stat) -> Qid {
+        // The paper's convention: a version that changes with the file,
+        // taken from its modification time.
+        let version = (st.st_mtime as u32) ^ (st.st_mtime_nsec as u32);
+        self.qid_of(st.st_dev, st.st_ino, st.st_mode, version)
+    }
+
+    /// A qid path unique across the devices under the export: the device's
+    /// number in order of discovery, then the inode number.
+    fn qid_of(&self, dev: u64, ino: u64, mode: u32, version: u32) -> Qid {
         let index = {
             let mut devs = self.devs.lock().unwrap_or_else(|e| e.into_inner());
             let next = devs.len() as u64;
-            *devs.entry(st.st_dev).or_insert(next)
+            *devs.entry(dev).or_insert(next)
         };
-        let ty = match FileType::from_raw_mode(st.st_mode) {
+        let ty = match FileType::from_raw_mode(mode) {
             FileType::Directory => QidType::DIR,
             FileType::Symlink => QidType::SYMLINK,
             _ => QidType::FILE,
         };
         Qid {
             ty,
-            // The paper's convention: a version that changes with the file,
-            // taken from its modification time.
-            version: (st.st_mtime as u32) ^ (st.st_mtime_nsec as u32),
-            path: (index << 56) | (st.st_ino & 0x00ff_ffff_ffff_ffff),
+            version,
+            path: (index << 56) | (ino & 0x00ff_ffff_ffff_ffff),
         }
     }
 
@@ -278,6 +285,19 @@ impl Inner {
             atime: time(st.st_atime, st.st_atime_nsec as i64),
             mtime: time(st.st_mtime, st.st_mtime_nsec as i64),
             ctime: time(st.st_ctime, st.st_ctime_nsec as i64),
+        }
+    }
+
+    /// Attributes of a directory entry that cannot be stat'ed: its inode
+    /// number and type, and nothing else.
+    fn entry_attr(&self, dev: u64, ino: u64, ty: FileType, name: &str) -> Attr {
+        let mode = ty.as_raw_mode();
+        Attr {
+            qid: self.qid_of(dev, ino, mode, 0),
+            name: name.to_owned(),
+            mode,
+            nlink: 1,
+            ..Attr::default()
         }
     }
 
@@ -713,7 +733,10 @@ impl Filesystem for Export {
         self.call(&dir.creds, move |inner| {
             let fd = inner.reopen(&node, OFlags::RDONLY | OFlags::DIRECTORY)?;
             let mut entries = Vec::new();
-            let mut list = Dir::read_from(&fd).map_err(errno)?;
+            // Dir::new reads this descriptor; read_from would open "." in it,
+            // which needs search permission a reader may not have.
+            let listing = fd.try_clone().map_err(Error::from)?;
+            let mut list = Dir::new(listing).map_err(errno)?;
             while let Some(entry) = list.read() {
                 let entry = entry.map_err(errno)?;
                 let raw = entry.file_name().to_bytes();
@@ -728,11 +751,14 @@ impl Filesystem for Export {
                     tracing::debug!("skipping a name 9P cannot carry");
                     continue;
                 };
-                let st = match rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(st) => st,
+                let attr = match rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => inner.attr(&st, &name),
+                    // Readable but not searchable: what the entry itself says.
+                    Err(rustix::io::Errno::ACCESS) => {
+                        inner.entry_attr(node.dev, entry.ino(), entry.file_type(), &name)
+                    }
                     Err(_) => continue, // gone since the listing was read
                 };
-                let attr = inner.attr(&st, &name);
                 entries.push(DirEntry { name, attr });
             }
             Ok(entries)
