@@ -1,6 +1,10 @@
 // Command p9client drives a 9P2000.L server with github.com/hugelgupf/p9/p9.
 //
 //	p9client -addr 127.0.0.1:5640 -scenario ramfs|taskbag
+//	p9client -addr 127.0.0.1:5640 -scenario export -hostdir DIR
+//
+// Scenario export is scenario ramfs against 'ninep serve DIR' on this
+// machine, with each step also checked on the host in DIR.
 //
 // It exits 0 after printing PASS, or 1 at the first failed check, saying
 // what was expected and what came back.
@@ -41,7 +45,7 @@ func main() {
 	root, err := c.Attach("")
 	h.Check(err, "attach")
 	switch cfg.Scenario {
-	case "ramfs":
+	case "ramfs", "export":
 		ramfs(root)
 	case "taskbag":
 		taskbag(root)
@@ -159,6 +163,7 @@ func ramfs(root p9.File) {
 	h.Check(err, "mkdir %q", top)
 	h.Equal("qid type of new directory", p9.TypeDir, qid.Type)
 	dir := walk(root, top)
+	h.HostIsDir(top)
 
 	payload := h.Payload(payloadSize)
 	h.Step("create %s/data and write %d bytes", top, len(payload))
@@ -178,6 +183,7 @@ func ramfs(root p9.File) {
 	h.Step("getattr %s/data through the open fid", top)
 	h.Equal("size from getattr on open fid", uint64(len(want)), getattr(f, "open data").Size)
 	h.Check(f.Close(), "clunk data")
+	h.HostFile(top+"/data", want, 0o644)
 
 	h.Step("read back %s/data through a new fid", top)
 	h.SameBytes("content read through new fid", want, readFile(dir, "data"))
@@ -188,11 +194,14 @@ func ramfs(root p9.File) {
 	h.Equal("size", uint64(len(want)), a.Size)
 	h.Equal("mode is a regular file", true, a.Mode.IsRegular())
 	h.Equal("permission bits", p9.FileMode(0o644), a.Mode.Permissions())
+	h.HostOwner(top+"/data", uint32(a.UID), uint32(a.GID))
 	h.Check(f.Close(), "clunk data")
 
 	h.Step("renameat %s/data to moved", top)
 	h.Check(dir.RenameAt("data", dir, "moved"), "renameat data to moved")
 	absent(dir, top, "data")
+	h.HostAbsent(top + "/data")
+	h.HostFile(top+"/moved", want, 0o644)
 	f = walk(dir, "moved")
 	h.Equal("size after renameat", uint64(len(want)), getattr(f, "moved").Size)
 	h.ExactlyOnce("listing of "+top+" after renameat", []string{"moved"}, list(dir, top))
@@ -203,11 +212,14 @@ func ramfs(root p9.File) {
 	absent(dir, top, "moved")
 	h.ExactlyOnce("listing of "+top+" after rename", []string{"final"}, list(dir, top))
 	h.SameBytes("content after renames", want, readFile(dir, "final"))
+	h.HostAbsent(top + "/moved")
+	h.HostFile(top+"/final", want, 0o644)
 
 	h.Step("unlinkat %s/final", top)
 	h.Check(dir.UnlinkAt("final", 0), "unlinkat final")
 	absent(dir, top, "final")
 	h.ExactlyOnce("listing of "+top+" after unlinkat", nil, list(dir, top))
+	h.HostListing(top, nil)
 
 	h.Step("mkdir %s/many", top)
 	_, err = dir.Mkdir("many", 0o755, p9.NoUID, p9.NoGID)
@@ -231,6 +243,7 @@ func ramfs(root p9.File) {
 
 	h.Step("list %s/many", top)
 	h.ExactlyOnce("listing of "+top+"/many", want10k, list(many, top+"/many"))
+	h.HostListing(top+"/many", want10k)
 	h.Step("getattr %s/many/%s", top, want10k[manyFiles-1])
 	f = walk(many, want10k[manyFiles-1])
 	h.Equal("size of empty file", uint64(0), getattr(f, want10k[manyFiles-1]).Size)
@@ -245,6 +258,7 @@ func ramfs(root p9.File) {
 	})
 	h.Step("list %s/many after removing its files", top)
 	h.ExactlyOnce("listing of "+top+"/many after removing all", nil, list(many, top+"/many"))
+	h.HostListing(top+"/many", nil)
 	h.Check(many.Close(), "clunk many")
 
 	h.Step("unlinkat %s/many and %s", top, top)
@@ -253,6 +267,7 @@ func ramfs(root p9.File) {
 	h.Check(root.UnlinkAt(top, atRemoveDir), "unlinkat %s", top)
 	absent(root, "", top)
 	h.NotIn("/", list(root, "/"), top)
+	h.HostAbsent(top)
 }
 
 // each runs fn on every name, a few at a time, and fails on the first error

@@ -1,6 +1,10 @@
 // Command plan9client drives a 9P2000 server with 9fans.net/go/plan9/client.
 //
 //	plan9client -addr 127.0.0.1:5640 -scenario ramfs|taskbag
+//	plan9client -addr 127.0.0.1:5640 -scenario export -hostdir DIR
+//
+// Scenario export is scenario ramfs against 'ninep serve DIR' on this
+// machine, with each step also checked on the host in DIR.
 //
 // It exits 0 after printing PASS, or 1 at the first failed check, saying
 // what was expected and what came back.
@@ -39,7 +43,7 @@ func main() {
 	fs, err := conn.Attach(nil, user, "")
 	h.Check(err, "attach")
 	switch cfg.Scenario {
-	case "ramfs":
+	case "ramfs", "export":
 		ramfs(fs)
 	case "taskbag":
 		taskbag(fs)
@@ -103,6 +107,7 @@ func ramfs(fs *client.Fsys) {
 	h.Check(err, "create directory %q", top)
 	h.Equal("qid type of new directory has QTDIR", true, d.Qid().Type&plan9.QTDIR != 0)
 	h.Check(d.Close(), "clunk new directory")
+	h.HostIsDir(top)
 
 	// A file written with a payload much larger than the msize of the
 	// client (131072), so the write and the read take several messages.
@@ -129,6 +134,7 @@ func ramfs(fs *client.Fsys) {
 	h.Check(err, "stat open fid")
 	h.Equal("length from Tstat on open fid", uint64(len(want)), st.Length)
 	h.Check(f.Close(), "clunk %q", data)
+	h.HostFile(data, want, 0o644)
 
 	h.Step("read back %s through a new fid", data)
 	h.SameBytes("content read through new fid", want, readFile(fs, data))
@@ -141,6 +147,7 @@ func ramfs(fs *client.Fsys) {
 	h.Equal("stat mode is a plain file", plan9.Perm(0), st.Mode&plan9.DMDIR)
 	h.Equal("stat permission bits", plan9.Perm(0o644), st.Mode&0o777)
 	h.Equal("stat qid type", uint8(plan9.QTFILE), st.Qid.Type)
+	h.HostOwnerName(data, st.Uid)
 
 	h.Step("rename %s to renamed with Twstat", data)
 	var nd plan9.Dir
@@ -159,12 +166,16 @@ func ramfs(fs *client.Fsys) {
 	names := list(fs, top)
 	h.ExactlyOnce("listing of "+top+" after rename", []string{"renamed"}, names)
 	h.SameBytes("content after rename", want, readFile(fs, renamed))
+	h.HostAbsent(data)
+	h.HostFile(renamed, want, 0o644)
 
 	h.Step("remove %s", renamed)
 	h.Check(fs.Remove(renamed), "remove %q", renamed)
 	_, err = fs.Stat(renamed)
 	h.MustFail(err, "stat %q after remove", renamed)
 	h.ExactlyOnce("listing of "+top+" after remove", nil, list(fs, top))
+	h.HostAbsent(renamed)
+	h.HostListing(top, nil)
 
 	many := top + "/many"
 	h.Step("create directory %s", many)
@@ -185,6 +196,7 @@ func ramfs(fs *client.Fsys) {
 	h.Step("list %s", many)
 	names = list(fs, many)
 	h.ExactlyOnce("listing of "+many, want10k, names)
+	h.HostListing(many, want10k)
 	h.Step("stat %s/%s", many, want10k[manyFiles-1])
 	st, err = fs.Stat(many + "/" + want10k[manyFiles-1])
 	h.Check(err, "stat last file")
@@ -199,11 +211,13 @@ func ramfs(fs *client.Fsys) {
 	})
 	h.Step("list %s after removing its files", many)
 	h.ExactlyOnce("listing of "+many+" after removing all", nil, list(fs, many))
+	h.HostListing(many, nil)
 
 	h.Step("remove %s and %s", many, top)
 	h.Check(fs.Remove(many), "remove %q", many)
 	h.Check(fs.Remove(top), "remove %q", top)
 	h.NotIn("/", list(fs, "/"), top)
+	h.HostAbsent(top)
 }
 
 // each runs fn on every name, a few at a time, and fails on the first error

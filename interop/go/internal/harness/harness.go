@@ -21,27 +21,35 @@ type Config struct {
 	Addr     string
 	Scenario string
 	Timeout  time.Duration
+	// HostDir is the host directory the server exports (scenario export).
+	HostDir string
 }
 
 var (
 	client   string
 	scenario string
 	step     string
+	hostDir  string
 )
 
-// Parse reads -addr and -scenario; name is the client's name for messages.
+// Parse reads -addr, -scenario, -timeout and (for scenario export)
+// -hostdir; name is the client's name for messages.
 func Parse(name string) Config {
 	client = name
 	var c Config
 	flag.StringVar(&c.Addr, "addr", "", "server address, host:port")
-	flag.StringVar(&c.Scenario, "scenario", "", "ramfs or taskbag")
+	flag.StringVar(&c.Scenario, "scenario", "", "ramfs, taskbag or export")
 	flag.DurationVar(&c.Timeout, "timeout", 90*time.Second, "give up after this long")
+	flag.StringVar(&c.HostDir, "hostdir", "", "for scenario export: the host directory the server exports")
 	flag.Parse()
-	if c.Addr == "" || (c.Scenario != "ramfs" && c.Scenario != "taskbag") || flag.NArg() != 0 {
+	known := c.Scenario == "ramfs" || c.Scenario == "taskbag" || c.Scenario == "export"
+	if c.Addr == "" || !known || (c.Scenario == "export") != (c.HostDir != "") || flag.NArg() != 0 {
 		fmt.Fprintf(os.Stderr, "usage: %s -addr host:port -scenario ramfs|taskbag\n", name)
+		fmt.Fprintf(os.Stderr, "       %s -addr host:port -scenario export -hostdir DIR\n", name)
 		os.Exit(2)
 	}
 	scenario = c.Scenario
+	hostDir = c.HostDir
 	if c.Timeout > 0 {
 		time.AfterFunc(c.Timeout, func() {
 			fmt.Fprintf(os.Stderr, "FAIL %s/%s: step %q: timed out after %v\n", client, scenario, step, c.Timeout)
