@@ -728,8 +728,11 @@ impl Filesystem for Export {
         .await
     }
 
-    async fn read_dir(&self, _cx: &Cx, dir: &ExportFile) -> Result<Vec<DirEntry>> {
+    async fn read_dir(&self, cx: &Cx, dir: &ExportFile) -> Result<Vec<DirEntry>> {
         let node = dir.node.clone();
+        // A 9P2000.L dirent carries only the qid and type, which the
+        // directory itself gives; 9P2000 listings carry whole stats.
+        let entries_suffice = cx.dialect == ninep_wire::Dialect::L;
         self.call(&dir.creds, move |inner| {
             let fd = inner.reopen(&node, OFlags::RDONLY | OFlags::DIRECTORY)?;
             let mut entries = Vec::new();
@@ -751,6 +754,11 @@ impl Filesystem for Export {
                     tracing::debug!("skipping a name 9P cannot carry");
                     continue;
                 };
+                if entries_suffice && entry.file_type() != FileType::Unknown {
+                    let attr = inner.entry_attr(node.dev, entry.ino(), entry.file_type(), &name);
+                    entries.push(DirEntry { name, attr });
+                    continue;
+                }
                 let attr = match rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
                     Ok(st) => inner.attr(&st, &name),
                     // Readable but not searchable: what the entry itself says.
