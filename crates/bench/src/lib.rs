@@ -5,7 +5,15 @@
 //! request, a tiny reply, no data touched) over one and many connections,
 //! next to a raw TCP ping-pong of the same sizes ([`pingpong`]) that shows the
 //! physical limit of the machine. [`hist`] is the latency histogram they share.
+//!
+//! [`io`] measures bulk transfers through a file server (a whole file read or
+//! written sequentially, a directory listed), one request at a time, and
+//! [`postmark`] a PostMark-style small-file workload. [`rng`] is the seeded
+//! generator that makes their workloads repeatable.
 
 pub mod hist;
+pub mod io;
 pub mod pingpong;
+pub mod postmark;
+pub mod rng;
 pub mod rtt;

@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use ninep_bench::io::{self, Op, Target};
+use ninep_bench::postmark;
 use ninep_bench::rtt::{self, ClientKind, Config};
+use ninep_client::Options;
 use ninep_wire::{Dialect, NONUNAME};
 
 #[derive(clap::Args)]
@@ -21,6 +24,126 @@ enum Bench {
     /// latency on 1 and more connections, beside a TCP ping-pong of the same
     /// sizes on loopback.
     Rtt(RttArgs),
+    /// Bulk transfers, one request of iounit size at a time: read a whole
+    /// file, write one, or list a directory.
+    Io(IoArgs),
+    /// A PostMark-style small-file workload: create files, run transactions
+    /// (read or append, then create or delete), delete everything.
+    Postmark(PostmarkArgs),
+}
+
+/// The server and how to attach to it.
+#[derive(clap::Args)]
+struct TargetArgs {
+    /// Server address: tcp!host!port, unix!/path or host:port.
+    #[arg(
+        short = 'a',
+        long = "addr",
+        env = "NINEP_ADDR",
+        default_value = "tcp!127.0.0.1!564"
+    )]
+    addr: String,
+    /// Dialect to insist on (9P2000, 9P2000.u, 9P2000.L); else the best offered.
+    #[arg(long, value_parser = parse_dialect)]
+    dialect: Option<Dialect>,
+    /// msize to ask for (the server may grant less).
+    #[arg(long, default_value_t = Options::default().msize)]
+    msize: u32,
+    /// User name to attach as.
+    #[arg(long, env = "USER", default_value = "none")]
+    uname: String,
+    /// Numeric user id to attach as (9P2000.u and .L).
+    #[arg(long)]
+    n_uname: Option<u32>,
+    /// Tree to attach to.
+    #[arg(long, default_value = "")]
+    aname: String,
+}
+
+impl TargetArgs {
+    fn target(self) -> Target {
+        Target {
+            addr: self.addr,
+            dialect: self.dialect,
+            msize: self.msize,
+            uname: self.uname,
+            n_uname: self.n_uname.unwrap_or(NONUNAME),
+            aname: self.aname,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct IoArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Runs, each on a connection of its own; the median is reported.
+    #[arg(long, default_value_t = 1)]
+    repeats: usize,
+    /// Print one line of key=value pairs instead of the report.
+    #[arg(long)]
+    kv: bool,
+    #[command(subcommand)]
+    op: IoOp,
+}
+
+#[derive(clap::Subcommand)]
+enum IoOp {
+    /// Read a whole file sequentially; report bytes/s.
+    Read {
+        /// File to read, relative to the attach root.
+        path: String,
+    },
+    /// Create (or truncate) a file and write it sequentially; report bytes/s.
+    Write {
+        /// File to write, relative to the attach root.
+        path: String,
+        /// Bytes to write.
+        #[arg(long)]
+        size: u64,
+        /// Remove the file after each run (untimed).
+        #[arg(long)]
+        remove: bool,
+    },
+    /// List a directory; report entries and time.
+    List {
+        /// Directory to list, relative to the attach root.
+        path: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct PostmarkArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Directory to work in, relative to the attach root; made and removed
+    /// if missing.
+    #[arg(long)]
+    dir: String,
+    /// Files created before the transactions.
+    #[arg(long, default_value_t = postmark::Config::default().files)]
+    files: usize,
+    /// Smallest file, in bytes.
+    #[arg(long, default_value_t = postmark::Config::default().min)]
+    min: u64,
+    /// Largest file, in bytes.
+    #[arg(long, default_value_t = postmark::Config::default().max)]
+    max: u64,
+    /// Transactions: each a read or append, then a create or delete.
+    #[arg(long, default_value_t = postmark::Config::default().transactions)]
+    transactions: u64,
+    /// Seed of the workload's random choices.
+    #[arg(long, default_value_t = postmark::Config::default().seed)]
+    seed: u64,
+    /// Percent of transactions that read rather than append.
+    #[arg(long, default_value_t = postmark::Config::default().read_bias)]
+    read_bias: u32,
+    /// Percent of transactions that create rather than delete.
+    #[arg(long, default_value_t = postmark::Config::default().create_bias)]
+    create_bias: u32,
+    /// Print one line of key=value pairs instead of the report.
+    #[arg(long)]
+    kv: bool,
 }
 
 #[derive(clap::Args)]
@@ -76,7 +199,46 @@ fn parse_dialect(s: &str) -> Result<Dialect, String> {
 pub async fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         Bench::Rtt(args) => rtt(args).await,
+        Bench::Io(args) => io(args).await,
+        Bench::Postmark(args) => postmark(args).await,
     }
+}
+
+async fn io(args: IoArgs) -> Result<ExitCode> {
+    let op = match args.op {
+        IoOp::Read { path } => Op::Read { path },
+        IoOp::Write { path, size, remove } => Op::Write { path, size, remove },
+        IoOp::List { path } => Op::List { path },
+    };
+    let target = args.target.target();
+    let report = io::run(&target, &op, args.repeats, &mut |line| eprintln!("{line}")).await?;
+    if args.kv {
+        println!("{}", report.kv());
+    } else {
+        print!("{report}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn postmark(args: PostmarkArgs) -> Result<ExitCode> {
+    let config = postmark::Config {
+        target: args.target.target(),
+        dir: args.dir,
+        files: args.files,
+        min: args.min,
+        max: args.max,
+        transactions: args.transactions,
+        seed: args.seed,
+        read_bias: args.read_bias,
+        create_bias: args.create_bias,
+    };
+    let report = postmark::run(&config).await?;
+    if args.kv {
+        println!("{}", report.kv());
+    } else {
+        print!("{report}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn rtt(args: RttArgs) -> Result<ExitCode> {

@@ -1,0 +1,505 @@
+//! A PostMark-style workload (Katcher, 1997): the small-file traffic of mail
+//! and news servers, through a 9P server.
+//!
+//! Three phases, each timed on its own:
+//!
+//! 1. Creation: [`Config::files`] files, each of a random size in
+//!    [`Config::min`]..=[`Config::max`] bytes, written whole.
+//! 2. Transactions: [`Config::transactions`] of them, each a pair: read a
+//!    whole random file *or* append to one (by [`Config::read_bias`]), then
+//!    create a new file *or* delete a random one (by [`Config::create_bias`]).
+//!    An append adds a random 1 to `max - size` bytes (1 when the file has
+//!    already reached `max`), as PostMark keeps files near their range.
+//! 3. Deletion of every file left.
+//!
+//! Every file operation is what a program would send through the client:
+//! a walk from the directory, an open or create, reads or writes of at most
+//! iounit bytes, and a clunk (or Tremove for a deletion), one request at a
+//! time. The rate reported is PostMark's: transactions per second over the
+//! transaction phase. A seeded generator makes the workload identical from
+//! run to run and server to server.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use bytes::Bytes;
+use ninep_client::{Fid, Fsys};
+use ninep_wire::consts::dotl;
+use ninep_wire::{Dialect, Errno};
+
+use crate::io::Target;
+use crate::rng::Rng;
+
+/// The workload, and the server to run it against.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub target: Target,
+    /// Directory to work in, relative to the attach root. Made (and removed
+    /// at the end) if it does not exist.
+    pub dir: String,
+    /// Files created before the transactions.
+    pub files: usize,
+    /// Smallest and largest size of a new file, in bytes.
+    pub min: u64,
+    pub max: u64,
+    pub transactions: u64,
+    pub seed: u64,
+    /// Percent of transactions whose first half reads (the rest append).
+    pub read_bias: u32,
+    /// Percent of transactions whose second half creates (the rest delete).
+    pub create_bias: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            target: Target::default(),
+            dir: "postmark".into(),
+            files: 500,
+            min: 512,
+            max: 16 * 1024,
+            transactions: 5000,
+            seed: 42,
+            read_bias: 50,
+            create_bias: 50,
+        }
+    }
+}
+
+/// Most files in the initial set.
+pub const MAX_FILES: usize = 1_000_000;
+/// Largest file size.
+pub const MAX_SIZE: u64 = 64 * 1024 * 1024;
+/// Most transactions in a run.
+pub const MAX_TRANSACTIONS: u64 = 100_000_000;
+
+impl Config {
+    fn check(&self) -> Result<()> {
+        ensure!(
+            self.files <= MAX_FILES,
+            "{} files: want at most {MAX_FILES}",
+            self.files
+        );
+        ensure!(
+            self.min <= self.max,
+            "sizes {} to {}: min above max",
+            self.min,
+            self.max
+        );
+        ensure!(
+            (1..=MAX_SIZE).contains(&self.max),
+            "largest size {}: want 1 to {MAX_SIZE}",
+            self.max
+        );
+        ensure!(
+            self.transactions <= MAX_TRANSACTIONS,
+            "{} transactions: want at most {MAX_TRANSACTIONS}",
+            self.transactions
+        );
+        ensure!(
+            self.read_bias <= 100 && self.create_bias <= 100,
+            "biases are percentages"
+        );
+        ensure!(
+            !self.dir.split('/').all(|e| e.is_empty() || e == "."),
+            "--dir must name a directory below the root"
+        );
+        Ok(())
+    }
+}
+
+/// What was done to files, as PostMark counts it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Files created in the creation phase.
+    pub created_alone: u64,
+    /// Files created by transactions.
+    pub created_mixed: u64,
+    pub read: u64,
+    pub appended: u64,
+    /// Files deleted by transactions.
+    pub deleted_mixed: u64,
+    /// Files deleted in the deletion phase.
+    pub deleted_alone: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+impl Counts {
+    pub fn created(&self) -> u64 {
+        self.created_alone + self.created_mixed
+    }
+
+    pub fn deleted(&self) -> u64 {
+        self.deleted_alone + self.deleted_mixed
+    }
+}
+
+/// The outcome of one run.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub config: Config,
+    pub dialect: Dialect,
+    pub msize: u32,
+    pub counts: Counts,
+    pub creation: Duration,
+    pub transaction: Duration,
+    pub deletion: Duration,
+}
+
+fn per_sec(n: u64, d: Duration) -> f64 {
+    if d.is_zero() {
+        return 0.0;
+    }
+    n as f64 / d.as_secs_f64()
+}
+
+impl Report {
+    /// PostMark's figure of merit.
+    pub fn transactions_per_sec(&self) -> f64 {
+        per_sec(self.config.transactions, self.transaction)
+    }
+
+    pub fn total(&self) -> Duration {
+        self.creation + self.transaction + self.deletion
+    }
+
+    /// One line of `key=value` pairs for scripts.
+    pub fn kv(&self) -> String {
+        let c = &self.counts;
+        format!(
+            "dialect={} msize={} transactions={} tx_seconds={:.6} tx_per_sec={:.1} \
+             creation_seconds={:.6} deletion_seconds={:.6} total_seconds={:.6} \
+             created={} created_alone={} created_mixed={} read={} appended={} \
+             deleted={} deleted_alone={} deleted_mixed={} bytes_read={} bytes_written={}",
+            self.dialect,
+            self.msize,
+            self.config.transactions,
+            self.transaction.as_secs_f64(),
+            self.transactions_per_sec(),
+            self.creation.as_secs_f64(),
+            self.deletion.as_secs_f64(),
+            self.total().as_secs_f64(),
+            c.created(),
+            c.created_alone,
+            c.created_mixed,
+            c.read,
+            c.appended,
+            c.deleted(),
+            c.deleted_alone,
+            c.deleted_mixed,
+            c.bytes_read,
+            c.bytes_written,
+        )
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cfg = &self.config;
+        let c = &self.counts;
+        writeln!(
+            f,
+            "PostMark on {} {} msize {}, in {}: {} files of {} to {} bytes, {} transactions \
+             ({}% read, {}% create), seed {}",
+            cfg.target.addr,
+            self.dialect,
+            self.msize,
+            cfg.dir,
+            cfg.files,
+            cfg.min,
+            cfg.max,
+            cfg.transactions,
+            cfg.read_bias,
+            cfg.create_bias,
+            cfg.seed
+        )?;
+        writeln!(
+            f,
+            "creation:     {:>8} files in {:>8.3} s: {:>9.1} files/s",
+            c.created_alone,
+            self.creation.as_secs_f64(),
+            per_sec(c.created_alone, self.creation)
+        )?;
+        writeln!(
+            f,
+            "transactions: {:>8}       in {:>8.3} s: {:>9.1} transactions/s",
+            cfg.transactions,
+            self.transaction.as_secs_f64(),
+            self.transactions_per_sec()
+        )?;
+        writeln!(
+            f,
+            "deletion:     {:>8} files in {:>8.3} s: {:>9.1} files/s",
+            c.deleted_alone,
+            self.deletion.as_secs_f64(),
+            per_sec(c.deleted_alone, self.deletion)
+        )?;
+        writeln!(f, "total:        {:.3} s", self.total().as_secs_f64())?;
+        writeln!(
+            f,
+            "files: {} created ({} alone, {} in transactions), {} read, {} appended, \
+             {} deleted ({} alone, {} in transactions)",
+            c.created(),
+            c.created_alone,
+            c.created_mixed,
+            c.read,
+            c.appended,
+            c.deleted(),
+            c.deleted_alone,
+            c.deleted_mixed
+        )?;
+        writeln!(
+            f,
+            "data: {} bytes read, {} bytes written",
+            c.bytes_read, c.bytes_written
+        )
+    }
+}
+
+/// Runs the workload once.
+pub async fn run(config: &Config) -> Result<Report> {
+    config.check()?;
+    let fsys = config.target.attach().await?;
+    let made_dir = prepare(&fsys, &config.dir).await?;
+    let dir = fsys
+        .walk(&config.dir)
+        .await
+        .with_context(|| format!("walk to {}", config.dir))?;
+    let mut work = Work {
+        config,
+        rng: Rng::new(config.seed),
+        noise: Rng::new(config.seed ^ 0x6e6f_6973_6521).bytes(config.max as usize),
+        pool: Vec::with_capacity(config.files),
+        next_id: 0,
+        counts: Counts::default(),
+        dir,
+    };
+
+    let start = Instant::now();
+    for _ in 0..config.files {
+        work.create().await?;
+        work.counts.created_alone += 1;
+    }
+    let creation = start.elapsed();
+
+    let start = Instant::now();
+    for _ in 0..config.transactions {
+        work.transaction().await?;
+    }
+    let transaction = start.elapsed();
+
+    let start = Instant::now();
+    while let Some(entry) = work.pool.pop() {
+        work.remove(entry).await?;
+        work.counts.deleted_alone += 1;
+    }
+    let deletion = start.elapsed();
+
+    let counts = work.counts.clone();
+    drop(work);
+    if made_dir {
+        fsys.remove(&config.dir)
+            .await
+            .with_context(|| format!("remove {}", config.dir))?;
+    }
+    let client = fsys.client().clone();
+    fsys.close().await;
+    Ok(Report {
+        config: config.clone(),
+        dialect: client.dialect(),
+        msize: client.msize(),
+        counts,
+        creation,
+        transaction,
+        deletion,
+    })
+}
+
+/// Makes `dir` if it is missing; true if it did.
+async fn prepare(fsys: &Fsys, dir: &str) -> Result<bool> {
+    match fsys.walk(dir).await {
+        Ok(fid) => {
+            ensure!(fid.qid().ty.is_dir(), "{dir}: not a directory");
+            Ok(false)
+        }
+        Err(e) if e.errno() == Errno::ENOENT => {
+            fsys.mkdir(dir, 0o755)
+                .await
+                .with_context(|| format!("make {dir}"))?;
+            Ok(true)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("walk to {dir}"))),
+    }
+}
+
+/// A file the workload made, and how big it now is.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    id: u64,
+    size: u64,
+}
+
+struct Work<'a> {
+    config: &'a Config,
+    rng: Rng,
+    /// Bytes to write: slices of it, `max` bytes long.
+    noise: Bytes,
+    pool: Vec<Entry>,
+    next_id: u64,
+    counts: Counts,
+    dir: Fid,
+}
+
+fn name(id: u64) -> String {
+    format!("pm{id:07}")
+}
+
+impl Work<'_> {
+    async fn transaction(&mut self) -> Result<()> {
+        // With no file to read or append to, the first half is skipped.
+        if !self.pool.is_empty() {
+            if self.rng.below(100) < u64::from(self.config.read_bias) {
+                self.read().await?;
+            } else {
+                self.append().await?;
+            }
+        }
+        if self.pool.is_empty() || self.rng.below(100) < u64::from(self.config.create_bias) {
+            self.create().await?;
+            self.counts.created_mixed += 1;
+        } else {
+            let i = self.pick();
+            let entry = self.pool.swap_remove(i);
+            self.remove(entry).await?;
+            self.counts.deleted_mixed += 1;
+        }
+        Ok(())
+    }
+
+    fn pick(&mut self) -> usize {
+        self.rng.below(self.pool.len() as u64) as usize
+    }
+
+    async fn create(&mut self) -> Result<()> {
+        let size = self.rng.between(self.config.min, self.config.max);
+        let id = self.next_id;
+        self.next_id += 1;
+        let name = name(id);
+        let file = self
+            .dir
+            .clone_fid()
+            .await?
+            .create(&name, 0o644, dotl::O_WRONLY)
+            .await
+            .with_context(|| format!("create {name}"))?;
+        if size > 0 {
+            file.write_all_at(0, self.noise.slice(..size as usize))
+                .await
+                .with_context(|| format!("write {name}"))?;
+        }
+        file.close().await?;
+        self.pool.push(Entry { id, size });
+        self.counts.bytes_written += size;
+        Ok(())
+    }
+
+    async fn read(&mut self) -> Result<()> {
+        let i = self.pick();
+        let Entry { id, size } = self.pool[i];
+        let name = name(id);
+        let file = self
+            .dir
+            .walk_path(&name)
+            .await?
+            .open(dotl::O_RDONLY)
+            .await
+            .with_context(|| format!("open {name}"))?;
+        let mut got = 0;
+        while got < size {
+            let data = file.read_at(got, file.iounit()).await?;
+            if data.is_empty() {
+                break;
+            }
+            got += data.len() as u64;
+        }
+        ensure!(got == size, "{name}: read {got} bytes of {size}");
+        file.close().await?;
+        self.counts.read += 1;
+        self.counts.bytes_read += got;
+        Ok(())
+    }
+
+    async fn append(&mut self) -> Result<()> {
+        let i = self.pick();
+        let Entry { id, size } = self.pool[i];
+        let room = self.config.max.saturating_sub(size).max(1);
+        let n = self.rng.between(1, room);
+        let name = name(id);
+        let file = self
+            .dir
+            .walk_path(&name)
+            .await?
+            .open(dotl::O_WRONLY)
+            .await
+            .with_context(|| format!("open {name}"))?;
+        file.write_all_at(size, self.noise.slice(..n as usize))
+            .await
+            .with_context(|| format!("append to {name}"))?;
+        file.close().await?;
+        self.pool[i].size += n;
+        self.counts.appended += 1;
+        self.counts.bytes_written += n;
+        Ok(())
+    }
+
+    async fn remove(&mut self, entry: Entry) -> Result<()> {
+        let name = name(entry.id);
+        self.dir
+            .walk_path(&name)
+            .await?
+            .remove()
+            .await
+            .with_context(|| format!("remove {name}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_configs() {
+        let bad = [
+            Config {
+                min: 10,
+                max: 9,
+                ..Config::default()
+            },
+            Config {
+                max: 0,
+                min: 0,
+                ..Config::default()
+            },
+            Config {
+                read_bias: 101,
+                ..Config::default()
+            },
+            Config {
+                dir: "/./".into(),
+                ..Config::default()
+            },
+        ];
+        for c in bad {
+            assert!(c.check().is_err(), "{c:?}");
+        }
+        assert!(Config::default().check().is_ok());
+    }
+
+    #[test]
+    fn names_sort_in_creation_order() {
+        assert_eq!(name(7), "pm0000007");
+        assert!(name(99) < name(100));
+    }
+}
