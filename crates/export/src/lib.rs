@@ -32,6 +32,7 @@ use ninep_server::{
     Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, SetTime, Time, User,
 };
 use ninep_wire::consts::dotl;
+use ninep_wire::consts::mode::{DMAPPEND, DMEXCL};
 use ninep_wire::{Errno, Name, Qid, QidType, Rgetlock, Rstatfs, Tgetlock, Tlock};
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
@@ -138,6 +139,10 @@ impl std::fmt::Debug for Export {
             .finish()
     }
 }
+
+/// The extended attribute holding Plan 9's DMAPPEND and DMEXCL marks of a
+/// file made through the export: `a`, `l`, or both.
+const PLAN9_MARKS: &str = "user.9p.mode";
 
 fn errno(e: rustix::io::Errno) -> Error {
     Error::from_errno(Errno(e.raw_os_error() as u32))
@@ -364,6 +369,39 @@ impl Inner {
         Ok(())
     }
 
+    /// Plan 9's append-only and exclusive-use marks of a regular file, kept
+    /// in an extended attribute since Unix files have no such bits. `path`
+    /// is followed only when it is one of the server's own `/proc/self/fd`
+    /// links.
+    fn marks(&self, path: &str, follow: bool) -> QidType {
+        let mut buf = [0u8; 8];
+        let got = if follow {
+            rustix::fs::getxattr(path, PLAN9_MARKS, &mut buf)
+        } else {
+            rustix::fs::lgetxattr(path, PLAN9_MARKS, &mut buf)
+        };
+        let Ok(n) = got else {
+            return QidType::FILE;
+        };
+        let mut ty = QidType::FILE;
+        for &b in &buf[..n] {
+            match b {
+                b'a' => ty = ty | QidType::APPEND,
+                b'l' => ty = ty | QidType::EXCL,
+                _ => {}
+            }
+        }
+        ty
+    }
+
+    /// `qid` with the marks of `node` added.
+    fn marked(&self, node: &Node, mut qid: Qid) -> Qid {
+        if node.ty == FileType::RegularFile {
+            qid.ty = qid.ty | self.marks(&self.proc_path(node), true);
+        }
+        qid
+    }
+
     fn qid_at(&self, dir: &Node, name: &str) -> Result<Qid> {
         let st = rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
         Ok(self.qid(&st))
@@ -427,7 +465,8 @@ impl Filesystem for Export {
                     inner.lookup(&from, &name)?
                 };
                 let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
-                Ok((node, inner.qid(&st)))
+                let qid = inner.marked(&node, inner.qid(&st));
+                Ok((node, qid))
             })
             .await?;
         let file = ExportFile {
@@ -442,7 +481,9 @@ impl Filesystem for Export {
         let node = file.node.clone();
         self.call(&file.creds, move |inner| {
             let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
-            Ok(inner.attr(&st, &node.place().1))
+            let mut attr = inner.attr(&st, &node.place().1);
+            attr.qid = inner.marked(&node, attr.qid);
+            Ok(attr)
         })
         .await
     }
@@ -538,9 +579,14 @@ impl Filesystem for Export {
                 if node.is_dir() {
                     o = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
                 }
+                let marks = inner.marked(&node, Qid::default()).ty;
+                if marks.contains(QidType::APPEND) {
+                    // Writes land at the end; truncation is ignored (open(5)).
+                    o = (o | OFlags::APPEND) - OFlags::TRUNC;
+                }
                 let fd = inner.reopen(&node, o)?;
                 let st = rustix::fs::fstat(&fd).map_err(errno)?;
-                Ok((fd, inner.qid(&st)))
+                Ok((fd, inner.marked(&node, inner.qid(&st))))
             })
             .await?;
         file.io = Some(Arc::new(fd));
@@ -561,7 +607,10 @@ impl Filesystem for Export {
         let parent = dir.node.clone();
         let (node, fd, qid) = self
             .call(&dir.creds, move |inner| {
-                let o = oflags(flags) | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+                let mut o = oflags(flags) | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+                if mode & DMAPPEND != 0 {
+                    o |= OFlags::APPEND;
+                }
                 let fd = rustix::fs::openat2(
                     &parent.fd,
                     name.as_str(),
@@ -578,7 +627,27 @@ impl Filesystem for Export {
                         "file was replaced as it was made",
                     ));
                 }
-                Ok((node, fd, inner.qid(&st)))
+                let marks = [(DMAPPEND, b'a'), (DMEXCL, b'l')]
+                    .iter()
+                    .filter(|(bit, _)| mode & bit != 0)
+                    .map(|(_, letter)| *letter)
+                    .collect::<Vec<u8>>();
+                if !marks.is_empty() {
+                    let set = rustix::fs::setxattr(
+                        inner.proc_path(&node).as_str(),
+                        PLAN9_MARKS,
+                        &marks,
+                        rustix::fs::XattrFlags::empty(),
+                    );
+                    if let Err(e) = set {
+                        let _ = rustix::fs::unlinkat(&parent.fd, name.as_str(), AtFlags::empty());
+                        return Err(Error::with_errno(
+                            Errno(e.raw_os_error() as u32),
+                            "append-only and exclusive files need extended attributes here",
+                        ));
+                    }
+                }
+                Ok((node.clone(), fd, inner.marked(&node, inner.qid(&st))))
             })
             .await?;
         let file = ExportFile {
@@ -760,7 +829,14 @@ impl Filesystem for Export {
                     continue;
                 }
                 let attr = match rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(st) => inner.attr(&st, &name),
+                    Ok(st) => {
+                        let mut attr = inner.attr(&st, &name);
+                        if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
+                            let path = format!("/proc/self/fd/{}/{name}", fd.as_raw_fd());
+                            attr.qid.ty = attr.qid.ty | inner.marks(&path, false);
+                        }
+                        attr
+                    }
                     // Readable but not searchable: what the entry itself says.
                     Err(rustix::io::Errno::ACCESS) => {
                         inner.entry_attr(node.dev, entry.ino(), entry.file_type(), &name)

@@ -411,3 +411,46 @@ async fn a_blocked_call_does_not_hold_up_the_connection() {
         .unwrap();
     drop(writer);
 }
+
+#[tokio::test]
+async fn append_only_and_exclusive_files() {
+    let (dir, addr) = serve("dmappend").await;
+    let host = dir.0.join("export");
+    let fsys = attach(&addr, Dialect::Base).await;
+    let log = fsys
+        .create("log", mode::DMAPPEND | mode::DMEXCL | 0o644, dotl::O_WRONLY)
+        .await
+        .unwrap();
+    assert!(log.qid().ty.contains(QidType::APPEND | QidType::EXCL));
+    log.write_all_at(0, "one ".into()).await.unwrap();
+    log.write_all_at(0, "two".into()).await.unwrap();
+    // Exclusive use: nobody else may open it while it is open.
+    let err = fsys.open("log", dotl::O_RDONLY).await.unwrap_err();
+    assert_eq!(err.errno(), Errno::EBUSY);
+    drop(log);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(
+        std::fs::read_to_string(host.join("log")).unwrap(),
+        "one two"
+    );
+    // Truncating open is ignored for an append-only file; writes still append.
+    let again = fsys
+        .open("log", dotl::O_WRONLY | dotl::O_TRUNC)
+        .await
+        .unwrap();
+    again.write_all_at(0, "!".into()).await.unwrap();
+    drop(again);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(
+        std::fs::read_to_string(host.join("log")).unwrap(),
+        "one two!"
+    );
+    let info = fsys.stat("log").await.unwrap();
+    assert_eq!(
+        info.plan9_mode & (mode::DMAPPEND | mode::DMEXCL),
+        mode::DMAPPEND | mode::DMEXCL
+    );
+    let listed = fsys.read_dir("").await.unwrap();
+    let entry = listed.iter().find(|e| e.name == "log").unwrap();
+    assert!(entry.qid.ty.contains(QidType::APPEND));
+}
