@@ -9,8 +9,8 @@ use anyhow::{Result, bail};
 use ninep_bench::io::{self, Op, Target};
 use ninep_bench::postmark;
 use ninep_bench::rtt::{self, ClientKind, Config};
-use ninep_client::Options;
-use ninep_wire::{Dialect, NONUNAME};
+
+use crate::args::ServerArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -32,51 +32,22 @@ enum Bench {
     Postmark(PostmarkArgs),
 }
 
-/// The server and how to attach to it.
-#[derive(clap::Args)]
-struct TargetArgs {
-    /// Server address: tcp!host!port, unix!/path or host:port.
-    #[arg(
-        short = 'a',
-        long = "addr",
-        env = "NINEP_ADDR",
-        default_value = "tcp!127.0.0.1!564"
-    )]
-    addr: String,
-    /// Dialect to insist on (9P2000, 9P2000.u, 9P2000.L); else the best offered.
-    #[arg(long, value_parser = parse_dialect)]
-    dialect: Option<Dialect>,
-    /// msize to ask for (the server may grant less).
-    #[arg(long, default_value_t = Options::default().msize)]
-    msize: u32,
-    /// User name to attach as.
-    #[arg(long, env = "USER", default_value = "none")]
-    uname: String,
-    /// Numeric user id to attach as (9P2000.u and .L).
-    #[arg(long)]
-    n_uname: Option<u32>,
-    /// Tree to attach to.
-    #[arg(long, default_value = "")]
-    aname: String,
-}
-
-impl TargetArgs {
-    fn target(self) -> Target {
-        Target {
-            addr: self.addr,
-            dialect: self.dialect,
-            msize: self.msize,
-            uname: self.uname,
-            n_uname: self.n_uname.unwrap_or(NONUNAME),
-            aname: self.aname,
-        }
+/// The bench target: the server flags as the bench crate takes them.
+fn target(args: ServerArgs) -> Target {
+    Target {
+        n_uname: args.n_uname(),
+        addr: args.addr,
+        dialect: args.dialect,
+        msize: args.msize,
+        uname: args.uname,
+        aname: args.aname,
     }
 }
 
 #[derive(clap::Args)]
 struct IoArgs {
     #[command(flatten)]
-    target: TargetArgs,
+    target: ServerArgs,
     /// Runs, each on a connection of its own; the median is reported.
     #[arg(long, default_value_t = 1)]
     repeats: usize,
@@ -115,7 +86,7 @@ enum IoOp {
 #[derive(clap::Args)]
 struct PostmarkArgs {
     #[command(flatten)]
-    target: TargetArgs,
+    target: ServerArgs,
     /// Directory to work in, relative to the attach root; made and removed
     /// if missing.
     #[arg(long)]
@@ -148,14 +119,8 @@ struct PostmarkArgs {
 
 #[derive(clap::Args)]
 struct RttArgs {
-    /// Server address: tcp!host!port, unix!/path or host:port.
-    #[arg(
-        short = 'a',
-        long = "addr",
-        env = "NINEP_ADDR",
-        default_value = "tcp!127.0.0.1!564"
-    )]
-    addr: String,
+    #[command(flatten)]
+    server: ServerArgs,
     /// Seconds each run lasts.
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
@@ -168,18 +133,6 @@ struct RttArgs {
     /// Most operations in one run, across its connections.
     #[arg(long, default_value_t = Config::default().max_ops)]
     max_ops: u64,
-    /// Dialect to insist on (9P2000, 9P2000.u, 9P2000.L); else the best offered.
-    #[arg(long, value_parser = parse_dialect)]
-    dialect: Option<Dialect>,
-    /// User name to attach as.
-    #[arg(long, env = "USER", default_value = "none")]
-    uname: String,
-    /// Numeric user id to attach as (9P2000.u and .L).
-    #[arg(long)]
-    n_uname: Option<u32>,
-    /// Tree to attach to.
-    #[arg(long, default_value = "")]
-    aname: String,
     /// Client: ninep (the client library) or raw (a bare socket loop, to
     /// separate the server's cost from the client's).
     #[arg(long, default_value = "ninep")]
@@ -187,13 +140,6 @@ struct RttArgs {
     /// Skip the TCP ping-pong baseline.
     #[arg(long)]
     no_baseline: bool,
-}
-
-fn parse_dialect(s: &str) -> Result<Dialect, String> {
-    Dialect::ALL
-        .into_iter()
-        .find(|d| d.version() == s)
-        .ok_or_else(|| format!("unknown dialect {s:?} (9P2000, 9P2000.u or 9P2000.L)"))
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -210,7 +156,7 @@ async fn io(args: IoArgs) -> Result<ExitCode> {
         IoOp::Write { path, size, remove } => Op::Write { path, size, remove },
         IoOp::List { path } => Op::List { path },
     };
-    let target = args.target.target();
+    let target = target(args.target);
     let report = io::run(&target, &op, args.repeats, &mut |line| eprintln!("{line}")).await?;
     if args.kv {
         println!("{}", report.kv());
@@ -222,7 +168,7 @@ async fn io(args: IoArgs) -> Result<ExitCode> {
 
 async fn postmark(args: PostmarkArgs) -> Result<ExitCode> {
     let config = postmark::Config {
-        target: args.target.target(),
+        target: target(args.target),
         dir: args.dir,
         files: args.files,
         min: args.min,
@@ -246,11 +192,11 @@ async fn rtt(args: RttArgs) -> Result<ExitCode> {
         bail!("--seconds {}: want more than 0, at most 3600", args.seconds);
     }
     let config = Config {
-        addr: args.addr,
-        dialect: args.dialect,
-        uname: args.uname,
-        n_uname: args.n_uname.unwrap_or(NONUNAME),
-        aname: args.aname,
+        n_uname: args.server.n_uname(),
+        addr: args.server.addr,
+        dialect: args.server.dialect,
+        uname: args.server.uname,
+        aname: args.server.aname,
         duration: Duration::from_secs_f64(args.seconds),
         conns: args.conns,
         repeats: args.repeats,

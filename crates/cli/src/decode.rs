@@ -32,12 +32,7 @@ fn parse_dialect(s: &str) -> Result<DialectChoice, String> {
     if s == "auto" {
         return Ok(DialectChoice(None));
     }
-    match Dialect::ALL.into_iter().find(|d| d.version() == s) {
-        Some(d) => Ok(DialectChoice(Some(d))),
-        None => Err(format!(
-            "unknown dialect {s:?} (9P2000, 9P2000.u, 9P2000.L or auto)"
-        )),
-    }
+    crate::args::parse_dialect(s).map(|d| DialectChoice(Some(d)))
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {

@@ -1,6 +1,7 @@
 //! `ninep`: one binary for the whole toolkit. Each subcommand is a thin layer
 //! over a library crate.
 
+mod args;
 mod bench;
 mod decode;
 mod serve;

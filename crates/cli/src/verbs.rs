@@ -6,50 +6,23 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use ninep_client::{Client, FileInfo, Fsys, Options};
-use ninep_wire::Dialect;
+use ninep_client::{FileInfo, Fsys};
 use ninep_wire::consts::dotl::{O_RDWR, O_WRONLY};
 use tokio::io::AsyncReadExt;
 
-#[derive(clap::Args)]
-pub struct Conn {
-    /// Server address: tcp!host!port, unix!/path or host:port.
-    #[arg(
-        short = 'a',
-        long = "addr",
-        env = "NINEP_ADDR",
-        default_value = "tcp!127.0.0.1!564"
-    )]
-    addr: String,
-    /// User name to attach as.
-    #[arg(long, env = "USER", default_value = "none")]
-    uname: String,
-    /// Tree to attach to.
-    #[arg(long, default_value = "")]
-    aname: String,
-    /// Dialect to insist on (9P2000, 9P2000.u, 9P2000.L); else the best offered.
-    #[arg(long, value_parser = parse_dialect)]
-    dialect: Option<Dialect>,
-}
-
-fn parse_dialect(s: &str) -> Result<Dialect, String> {
-    Dialect::ALL
-        .into_iter()
-        .find(|d| d.version() == s)
-        .ok_or_else(|| format!("unknown dialect {s:?} (9P2000, 9P2000.u or 9P2000.L)"))
-}
+use crate::args::ServerArgs;
 
 #[derive(clap::Args)]
 pub struct PathArgs {
     #[command(flatten)]
-    conn: Conn,
+    conn: ServerArgs,
     path: String,
 }
 
 #[derive(clap::Args)]
 pub struct LsArgs {
     #[command(flatten)]
-    conn: Conn,
+    conn: ServerArgs,
     /// Long listing: mode, owner, group, size, name.
     #[arg(short)]
     l: bool,
@@ -60,7 +33,7 @@ pub struct LsArgs {
 #[derive(clap::Args)]
 pub struct CreateArgs {
     #[command(flatten)]
-    conn: Conn,
+    conn: ServerArgs,
     /// Permissions, in octal (default 644 for files, 755 for directories).
     #[arg(short, long, value_parser = parse_octal)]
     mode: Option<u32>,
@@ -75,19 +48,6 @@ async fn done(fsys: Fsys) -> Result<ExitCode> {
 
 fn parse_octal(s: &str) -> Result<u32, String> {
     u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|e| e.to_string())
-}
-
-impl Conn {
-    async fn attach(&self) -> Result<Fsys> {
-        let options = Options {
-            dialect: self.dialect,
-            ..Options::default()
-        };
-        let client = Client::connect_with(&self.addr, options)
-            .await
-            .with_context(|| self.addr.clone())?;
-        Ok(client.attach(&self.uname, &self.aname).await?)
-    }
 }
 
 /// A file name as safe to print on a terminal.

@@ -1,0 +1,61 @@
+//! Flags shared by the subcommands that talk to a server.
+
+use anyhow::{Context, Result};
+use ninep_client::{Client, Fsys, Options};
+use ninep_wire::{Dialect, NONUNAME};
+
+/// The server to talk to and how to attach to it.
+#[derive(clap::Args)]
+pub struct ServerArgs {
+    /// Server address: tcp!host!port, unix!/path or host:port.
+    #[arg(
+        short = 'a',
+        long = "addr",
+        env = "NINEP_ADDR",
+        default_value = "tcp!127.0.0.1!564"
+    )]
+    pub addr: String,
+    /// User name to attach as.
+    #[arg(long, env = "USER", default_value = "none")]
+    pub uname: String,
+    /// Numeric user id to attach as (9P2000.u and .L).
+    #[arg(long)]
+    pub n_uname: Option<u32>,
+    /// Tree to attach to.
+    #[arg(long, default_value = "")]
+    pub aname: String,
+    /// Dialect to insist on (9P2000, 9P2000.u, 9P2000.L); else the best offered.
+    #[arg(long, value_parser = parse_dialect)]
+    pub dialect: Option<Dialect>,
+    /// msize to ask for (the server may grant less).
+    #[arg(long, default_value_t = Options::default().msize)]
+    pub msize: u32,
+}
+
+impl ServerArgs {
+    pub fn n_uname(&self) -> u32 {
+        self.n_uname.unwrap_or(NONUNAME)
+    }
+
+    /// Connects and attaches.
+    pub async fn attach(&self) -> Result<Fsys> {
+        let options = Options {
+            dialect: self.dialect,
+            msize: self.msize,
+        };
+        let client = Client::connect_with(&self.addr, options)
+            .await
+            .with_context(|| self.addr.clone())?;
+        Ok(client
+            .attach_as(&self.uname, self.n_uname(), &self.aname)
+            .await?)
+    }
+}
+
+/// A dialect by its version string.
+pub fn parse_dialect(s: &str) -> Result<Dialect, String> {
+    Dialect::ALL
+        .into_iter()
+        .find(|d| d.version() == s)
+        .ok_or_else(|| format!("unknown dialect {s:?} (9P2000, 9P2000.u or 9P2000.L)"))
+}
