@@ -7,9 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use ninep_transport::{Addr, FrameCodec, Stream};
+use ninep_transport::{Addr, Frame, FrameCodec, Stream, write_frames};
 use ninep_wire::*;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 
@@ -52,7 +51,7 @@ impl std::fmt::Debug for Client {
 
 pub(crate) struct Inner {
     state: Mutex<State>,
-    writer: mpsc::UnboundedSender<(Bytes, Option<Bytes>)>,
+    writer: mpsc::UnboundedSender<Frame>,
     dialect: Mutex<Dialect>,
     msize: AtomicU32,
     next_fid: AtomicU32,
@@ -137,7 +136,10 @@ impl Inner {
             )));
         }
         self.writer
-            .send((head.freeze(), payload))
+            .send(Frame {
+                head: head.freeze(),
+                payload,
+            })
             .map_err(|_| Error::Closed)
     }
 
@@ -345,7 +347,7 @@ impl Client {
             free_fids: Mutex::new(Vec::new()),
             idle: tokio::sync::Notify::new(),
         });
-        tokio::spawn(write_requests(writer, rx));
+        tokio::spawn(write_frames(writer, rx));
         let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
         let dialect = negotiate(&inner, &mut frames, &options).await?;
         frames.decoder_mut().set_msize(inner.msize());
@@ -475,40 +477,4 @@ async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
         "server speaks no dialect we asked for (answered {})",
         answers.join(", ")
     )))
-}
-
-/// Writes requests in order, batching those queued together.
-async fn write_requests(
-    mut out: impl AsyncWrite + Unpin,
-    mut rx: mpsc::UnboundedReceiver<(Bytes, Option<Bytes>)>,
-) {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    while let Some(first) = rx.recv().await {
-        let mut next = Some(first);
-        while let Some((head, payload)) = next {
-            buf.extend_from_slice(&head);
-            if let Some(payload) = payload {
-                if payload.len() >= 16 * 1024 {
-                    if out.write_all(&buf).await.is_err() || out.write_all(&payload).await.is_err()
-                    {
-                        return;
-                    }
-                    buf.clear();
-                } else {
-                    buf.extend_from_slice(&payload);
-                }
-            }
-            if buf.len() >= 64 * 1024 {
-                break;
-            }
-            next = rx.try_recv().ok();
-        }
-        if !buf.is_empty() {
-            if out.write_all(&buf).await.is_err() {
-                return;
-            }
-            buf.clear();
-        }
-    }
-    let _ = out.shutdown().await;
 }

@@ -9,16 +9,15 @@
 //! so no reply to a flushed tag can follow its Rflush.
 
 use std::collections::HashMap;
-use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use ninep_transport::{FrameCodec, Stream};
+use ninep_transport::{Frame, FrameCodec, Stream, write_frames};
 use ninep_wire::*;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
@@ -40,12 +39,6 @@ pub(crate) struct Session {
     pub msize: u32,
 }
 
-/// A reply on its way to the writer.
-pub(crate) struct Outgoing {
-    fcall: Fcall,
-    session: Session,
-}
-
 struct Inflight {
     id: u64,
     abort: Option<AbortHandle>,
@@ -56,7 +49,7 @@ pub(crate) struct Conn<F: Filesystem> {
     pub shared: Arc<Shared<F>>,
     pub fids: Fids<F::File>,
     inflight: Mutex<HashMap<u16, Inflight>>,
-    replies: mpsc::UnboundedSender<Outgoing>,
+    replies: mpsc::UnboundedSender<Frame>,
     next_id: AtomicU64,
 }
 
@@ -68,10 +61,7 @@ impl<F: Filesystem> Conn<F> {
     fn send(&self, session: Session, tag: u16, msg: Msg) {
         // The writer outlives every sender; a send fails only after the peer
         // is gone, when the reply has nowhere to go anyway.
-        let _ = self.replies.send(Outgoing {
-            fcall: Fcall { tag, msg },
-            session,
-        });
+        let _ = self.replies.send(encode_reply(Fcall { tag, msg }, session));
     }
 
     /// Queues the reply of request `id` unless it was flushed.
@@ -113,7 +103,7 @@ pub(crate) async fn serve<F: Filesystem>(
 ) {
     let (reader, writer) = tokio::io::split(stream);
     let (tx, rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_replies(writer, rx));
+    let writer = tokio::spawn(write_frames(writer, rx));
     let conn = Arc::new(Conn {
         fids: Fids::new(shared.limits.fids),
         shared,
@@ -427,87 +417,29 @@ fn resolve<F: Filesystem>(conn: &Conn<F>, msg: &Msg) -> Result<Resolved<F::File>
     Ok(r)
 }
 
-/// Writes queued replies, batching those that are ready together into one
-/// write and sending large payloads from their own buffers.
-async fn write_replies(
-    mut out: impl AsyncWrite + Unpin,
-    mut rx: mpsc::UnboundedReceiver<Outgoing>,
-) {
-    /// Payloads at least this large are written in place, not copied.
-    const COPY_LIMIT: usize = 16 * 1024;
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    while let Some(first) = rx.recv().await {
-        let mut next = Some(first);
-        while let Some(out_msg) = next {
-            let start = buf.len();
-            let payload = encode_reply(&out_msg, &mut buf);
-            if let Some(payload) = payload {
-                if payload.len() < COPY_LIMIT {
-                    buf.extend_from_slice(&payload);
-                } else if write_both(&mut out, &buf, &payload).await.is_err() {
-                    return;
-                } else {
-                    buf.clear();
-                }
-            }
-            debug_assert!(buf.len() >= start);
-            if buf.len() >= 64 * 1024 {
-                break;
-            }
-            next = rx.try_recv().ok();
+/// Encodes a reply. One that cannot be sent within msize becomes an error
+/// reply.
+fn encode_reply(fcall: Fcall, session: Session) -> Frame {
+    let Session { dialect, msize } = session;
+    let mut head = BytesMut::new();
+    match fcall.encode_head(dialect, &mut head) {
+        Ok(payload) if head.len() + payload.as_ref().map_or(0, Bytes::len) <= msize as usize => {
+            return Frame {
+                head: head.freeze(),
+                payload,
+            };
         }
-        if !buf.is_empty() {
-            if out.write_all(&buf).await.is_err() {
-                return;
-            }
-            buf.clear();
-        }
-        if out.flush().await.is_err() {
-            return;
-        }
-    }
-    let _ = out.shutdown().await;
-}
-
-/// Encodes a reply into `buf`, returning a payload to send after it. A reply
-/// that cannot be sent within msize becomes an error reply.
-fn encode_reply(out: &Outgoing, buf: &mut BytesMut) -> Option<Bytes> {
-    let Session { dialect, msize } = out.session;
-    let start = buf.len();
-    let fits = |buf: &BytesMut, payload: &Option<Bytes>| {
-        buf.len() - start + payload.as_ref().map_or(0, Bytes::len) <= msize as usize
-    };
-    match out.fcall.encode_head(dialect, buf) {
-        Ok(payload) if fits(buf, &payload) => return payload,
-        Ok(_) => buf.truncate(start),
-        Err(e) => tracing::warn!("cannot encode {}: {e}", out.fcall.msg.name()),
+        Ok(_) => head.clear(),
+        Err(e) => tracing::warn!("cannot encode {}: {e}", fcall.msg.name()),
     }
     let err = Error::from_errno(Errno::EMSGSIZE);
-    let reply = Fcall::new(out.fcall.tag, error_reply(&err, dialect));
+    let reply = Fcall::new(fcall.tag, error_reply(&err, dialect));
     // An error reply always fits: msize is at least MIN_MSIZE.
-    let _ = reply.encode(dialect, buf);
-    None
-}
-
-/// Writes `head` then `payload` with as few system calls as the kernel allows.
-async fn write_both(
-    out: &mut (impl AsyncWrite + Unpin),
-    head: &[u8],
-    payload: &[u8],
-) -> std::io::Result<()> {
-    let (mut head, mut payload) = (head, payload);
-    while !head.is_empty() {
-        let n = out
-            .write_vectored(&[IoSlice::new(head), IoSlice::new(payload)])
-            .await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        let from_head = n.min(head.len());
-        head = &head[from_head..];
-        payload = &payload[n - from_head..];
+    let _ = reply.encode(dialect, &mut head);
+    Frame {
+        head: head.freeze(),
+        payload: None,
     }
-    out.write_all(payload).await
 }
 
 /// Answers the first message of a connection over the limit with an error,

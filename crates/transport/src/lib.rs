@@ -1,10 +1,13 @@
 //! Carrying 9P over byte streams, for tokio: Plan 9 dial strings, listening
-//! and dialing, and the framing codec that cuts a stream into whole messages.
+//! and dialing, the framing codec that cuts a stream into whole messages,
+//! and the writer that sends queued frames.
 //! It sits between the wire layer (which never does I/O) and the server and
 //! client (which own connections).
 
 mod dial;
 mod framing;
+mod writer;
 
 pub use dial::{Addr, Conn, DEFAULT_PORT, Listener, Stream};
 pub use framing::{FrameCodec, FrameError};
+pub use writer::{Frame, write_frames};
