@@ -11,33 +11,27 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"sync"
 
 	"github.com/hugelgupf/p9/p9"
 
 	h "ninep/interop/internal/harness"
+	"ninep/interop/internal/scenario"
 )
 
 const (
-	payloadSize = 300 * 1024
-	manyFiles   = 10000
-	parallel    = 8
 	// msize asked for: small enough that the payload takes several
 	// Twrite and Tread messages.
 	msize = 64 * 1024
 	// atRemoveDir is Linux's AT_REMOVEDIR, for Tunlinkat of a directory.
 	atRemoveDir = 0x200
+	// readBuf is how much a read asks for at a time.
+	readBuf = 100 * 1024
 )
 
 func main() {
 	cfg := h.Parse("p9client")
-	h.Step("dial %s", cfg.Addr)
-	nc, err := net.Dial("tcp", cfg.Addr)
-	h.Check(err, "dial %s", cfg.Addr)
+	nc := h.Dial(cfg.Addr)
 	h.Step("Tversion 9P2000.L (msize %d)", msize)
 	c, err := p9.NewClient(nc, p9.WithMessageSize(msize))
 	h.Check(err, "version negotiation")
@@ -95,36 +89,12 @@ func list(dir p9.File, what string) []string {
 	}
 }
 
-// readAll reads a file from offset 0 to end of file through an open fid.
-func readAll(f p9.File) []byte {
-	var out []byte
-	buf := make([]byte, 100*1024)
-	for off := int64(0); ; {
-		n, err := f.ReadAt(buf, off)
-		out = append(out, buf[:n]...)
-		off += int64(n)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		h.Check(err, "read at offset %d", off)
-		if n == 0 {
-			h.Failf("read at offset %d: expected data or end of file, got 0 bytes and no error", off)
-		}
-	}
-}
-
 func readFile(dir p9.File, path ...string) []byte {
 	f := walk(dir, path...)
 	defer f.Close()
 	_, _, err := f.Open(p9.ReadOnly)
 	h.Check(err, "open %q for reading", path)
-	return readAll(f)
-}
-
-func writeAll(f p9.File, data []byte, off int64, what string) {
-	n, err := f.WriteAt(data, off)
-	h.Check(err, "write %s (%d bytes at offset %d)", what, len(data), off)
-	h.Equal("bytes written of "+what, len(data), n)
+	return h.ReadAll(f, readBuf)
 }
 
 // absent checks that name cannot be walked to in dir.
@@ -165,15 +135,15 @@ func ramfs(root p9.File) {
 	dir := walk(root, top)
 	h.HostIsDir(top)
 
-	payload := h.Payload(payloadSize)
+	payload := h.Payload(h.PayloadSize)
 	h.Step("create %s/data and write %d bytes", top, len(payload))
 	f := create(dir, "data", p9.ReadWrite, 0o644)
 	head := []byte("hello, 9P\n")
-	writeAll(f, head, 0, "header")
-	writeAll(f, payload, int64(len(head)), "payload")
+	h.WriteAll(f, head, 0, "header")
+	h.WriteAll(f, payload, int64(len(head)), "payload")
 	want := append(append([]byte{}, head...), payload...)
 	h.Step("read back %s/data through the fid that created it", top)
-	h.SameBytes("content read through creating fid", want, readAll(f))
+	h.SameBytes("content read through creating fid", want, h.ReadAll(f, readBuf))
 	h.Step("read 5000 bytes at offset 100003 of %s/data", top)
 	mid := make([]byte, 5000)
 	n, err := f.ReadAt(mid, 100003)
@@ -226,9 +196,9 @@ func ramfs(root p9.File) {
 	h.Check(err, "mkdir many")
 	many := walk(dir, "many")
 
-	want10k := h.ManyNames(manyFiles)
-	h.Step("create %d empty files in %s/many", manyFiles, top)
-	each(want10k, func(name string) error {
+	want10k := h.ManyNames(h.ManyFiles)
+	h.Step("create %d empty files in %s/many", h.ManyFiles, top)
+	h.Each(want10k, func(name string) error {
 		_, f, err := many.Walk(nil)
 		if err != nil {
 			return fmt.Errorf("walk clone of many: %w", err)
@@ -244,13 +214,13 @@ func ramfs(root p9.File) {
 	h.Step("list %s/many", top)
 	h.ExactlyOnce("listing of "+top+"/many", want10k, list(many, top+"/many"))
 	h.HostListing(top+"/many", want10k)
-	h.Step("getattr %s/many/%s", top, want10k[manyFiles-1])
-	f = walk(many, want10k[manyFiles-1])
-	h.Equal("size of empty file", uint64(0), getattr(f, want10k[manyFiles-1]).Size)
+	h.Step("getattr %s/many/%s", top, want10k[h.ManyFiles-1])
+	f = walk(many, want10k[h.ManyFiles-1])
+	h.Equal("size of empty file", uint64(0), getattr(f, want10k[h.ManyFiles-1]).Size)
 	h.Check(f.Close(), "clunk")
 
-	h.Step("unlinkat the %d files of %s/many", manyFiles, top)
-	each(want10k, func(name string) error {
+	h.Step("unlinkat the %d files of %s/many", h.ManyFiles, top)
+	h.Each(want10k, func(name string) error {
 		if err := many.UnlinkAt(name, 0); err != nil {
 			return fmt.Errorf("unlinkat many/%s: %w", name, err)
 		}
@@ -270,39 +240,9 @@ func ramfs(root p9.File) {
 	h.HostAbsent(top)
 }
 
-// each runs fn on every name, a few at a time, and fails on the first error
-// (in name order, so the report is stable).
-func each(names []string, fn func(string) error) {
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < parallel; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				errs[i] = fn(names[i])
-			}
-		}()
-	}
-	for i := range names {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			h.Failf("expected success, got error: %v", err)
-		}
-	}
-}
-
 func taskbag(root p9.File) {
 	h.Step("list the root")
-	names := list(root, "/")
-	for _, d := range []string{"answers", "questions", "working"} {
-		h.In("/", names, d)
-	}
+	scenario.CheckTaskbagRoot(list(root, "/"))
 	questions := walk(root, "questions")
 	defer questions.Close()
 
@@ -323,9 +263,9 @@ func taskbag(root p9.File) {
 	other.Close()
 	h.MustFail(err, "open of exclusive-use working/%s while the worker has it open", q)
 	h.Step("worker reads the question of %s", q)
-	h.SameBytes("question read by worker", question, readAll(w))
+	h.SameBytes("question read by worker", question, h.ReadAll(w, readBuf))
 	h.Step("worker writes the answer to %s", q)
-	writeAll(w, answer, int64(len(question)), "answer")
+	h.WriteAll(w, answer, int64(len(question)), "answer")
 	h.Step("worker closes %s after writing", q)
 	h.Check(w.Close(), "clunk worker fid")
 	where(root, q, "answers")
@@ -361,7 +301,7 @@ func taskbag(root p9.File) {
 func ask(root, questions p9.File, q string, question []byte) {
 	h.Step("create questions/%s", q)
 	f := create(questions, q, p9.WriteOnly, 0o666)
-	writeAll(f, question, 0, "question")
+	h.WriteAll(f, question, 0, "question")
 	h.Check(f.Close(), "clunk questions/%s", q)
 	where(root, q, "questions")
 	h.Step("getattr questions/%s", q)
@@ -372,15 +312,10 @@ func ask(root, questions p9.File, q string, question []byte) {
 
 // where checks that q is listed in dir and in neither of the other two.
 func where(root p9.File, q, dir string) {
-	h.Step("check %s is in %s/ only", q, dir)
-	for _, d := range []string{"questions", "working", "answers"} {
+	scenario.Where(func(d string) []string {
 		f := walk(root, d)
 		names := list(f, d)
 		f.Close()
-		if d == dir {
-			h.In(d, names, q)
-		} else {
-			h.NotIn(d, names, q)
-		}
-	}
+		return names
+	}, q, dir)
 }

@@ -1,20 +1,35 @@
 // Package harness holds what the interop clients share: flags, failure
-// reporting, unique names and payloads.
+// reporting, unique names and payloads, and reading, writing and looping
+// helpers that work with any client library.
 package harness
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
 // ExitTimeout is the exit status of a client that ran out of time; any
 // other failure exits 1.
 const ExitTimeout = 3
+
+const (
+	// PayloadSize is the size of the big file of scenario ramfs.
+	PayloadSize = 300 * 1024
+	// ManyFiles is the number of files in the big directory of scenario
+	// ramfs.
+	ManyFiles = 10000
+	// parallel is how many calls Each makes at once.
+	parallel = 8
+)
 
 // Config is what a client is told on its command line.
 type Config struct {
@@ -57,6 +72,19 @@ func Parse(name string) Config {
 		})
 	}
 	return c
+}
+
+// Client is the client's name, as given to Parse.
+func Client() string {
+	return client
+}
+
+// Dial connects to addr over TCP.
+func Dial(addr string) net.Conn {
+	Step("dial %s", addr)
+	nc, err := net.Dial("tcp", addr)
+	Check(err, "dial %s", addr)
+	return nc
 }
 
 // Step names what the client is doing now; failures mention it.
@@ -141,6 +169,60 @@ func ManyNames(n int) []string {
 		names[i] = fmt.Sprintf("f%05d", i)
 	}
 	return names
+}
+
+// Each runs fn on every name, a few at a time, and fails on the first error
+// (in name order, so the report is stable).
+func Each(names []string, fn func(string) error) {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = fn(names[i])
+			}
+		}()
+	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			Failf("expected success, got error: %v", err)
+		}
+	}
+}
+
+// ReadAll reads a file from offset 0 to end of file through an open fid,
+// bufSize bytes a call to r.ReadAt; r.ReadAt must say io.EOF at the end.
+func ReadAll(r io.ReaderAt, bufSize int) []byte {
+	var out []byte
+	buf := make([]byte, bufSize)
+	for off := int64(0); ; {
+		n, err := r.ReadAt(buf, off)
+		out = append(out, buf[:n]...)
+		off += int64(n)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		Check(err, "read at offset %d", off)
+		if n == 0 {
+			Failf("read at offset %d: expected data or end of file, got 0 bytes and no error", off)
+		}
+	}
+}
+
+// WriteAll writes data at offset off through an open fid and fails unless
+// all of it was written; what names the data for messages.
+func WriteAll(w io.WriterAt, data []byte, off int64, what string) {
+	n, err := w.WriteAt(data, off)
+	Check(err, "write %s (%d bytes at offset %d)", what, len(data), off)
+	Equal("bytes written of "+what, len(data), n)
 }
 
 // ExactlyOnce fails unless got holds each of want exactly once and nothing else.
