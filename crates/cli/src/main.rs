@@ -4,6 +4,7 @@
 mod args;
 mod bench;
 mod decode;
+mod mount;
 mod serve;
 mod trace;
 mod verbs;
@@ -39,6 +40,8 @@ enum Command {
     Rm(verbs::PathArgs),
     /// Make a directory.
     Mkdir(verbs::CreateArgs),
+    /// Mount a 9P2000.L tree through FUSE.
+    Mount(mount::Args),
     /// Interpose between a client and a server and print every message.
     Trace(trace::Args),
     /// Print 9P frames from a file or stdin as Plan 9 text, one line each.
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
                     Command::Create(args) => verbs::create(args).await,
                     Command::Rm(args) => verbs::rm(args).await,
                     Command::Mkdir(args) => verbs::mkdir(args).await,
+                    Command::Mount(args) => mount::run(args).await,
                     Command::Trace(args) => trace::run(args).await,
                     Command::Bench(args) => bench::run(args).await,
                     Command::Decode(_) => unreachable!("handled above"),

@@ -22,8 +22,10 @@ pub struct File {
     iounit: u32,
     /// Position for AsyncRead, AsyncWrite and 9P2000 directory reads.
     pos: u64,
-    reading: Option<Op<Bytes>>,
-    writing: Option<Op<u32>>,
+    // In mutexes only so that a File is Sync; poll_read and poll_write
+    // reach them through `get_mut`, without locking.
+    reading: std::sync::Mutex<Option<Op<Bytes>>>,
+    writing: std::sync::Mutex<Option<Op<u32>>>,
 }
 
 impl std::fmt::Debug for File {
@@ -48,8 +50,8 @@ impl File {
             fid,
             iounit,
             pos: 0,
-            reading: None,
-            writing: None,
+            reading: std::sync::Mutex::new(None),
+            writing: std::sync::Mutex::new(None),
         }
     }
 
@@ -222,11 +224,12 @@ impl AsyncRead for File {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.reading.is_none() {
+        let reading = this.reading.get_mut().unwrap_or_else(|e| e.into_inner());
+        if reading.is_none() {
             let (client, fid) = detached(&this.fid);
             let count = (buf.remaining() as u32).min(this.iounit);
             let offset = this.pos;
-            this.reading = Some(Box::pin(async move {
+            *reading = Some(Box::pin(async move {
                 match client
                     .inner
                     .rpc(Tread { fid, offset, count }.into())
@@ -237,9 +240,9 @@ impl AsyncRead for File {
                 }
             }));
         }
-        let op = this.reading.as_mut().map(|op| op.as_mut().poll(cx));
+        let op = reading.as_mut().map(|op| op.as_mut().poll(cx));
         let result = ready!(op.unwrap_or(Poll::Ready(Ok(Bytes::new()))));
-        this.reading = None;
+        *reading = None;
         let data = result?;
         // The read was sized to fit, unless the caller's buffer shrank.
         let n = data.len().min(buf.remaining());
@@ -256,12 +259,13 @@ impl AsyncWrite for File {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        if this.writing.is_none() {
+        let writing = this.writing.get_mut().unwrap_or_else(|e| e.into_inner());
+        if writing.is_none() {
             let (client, fid) = detached(&this.fid);
             let n = data.len().min(this.iounit as usize);
             let data = Bytes::copy_from_slice(&data[..n]);
             let offset = this.pos;
-            this.writing = Some(Box::pin(async move {
+            *writing = Some(Box::pin(async move {
                 match client
                     .inner
                     .rpc(Twrite { fid, offset, data }.into())
@@ -272,9 +276,9 @@ impl AsyncWrite for File {
                 }
             }));
         }
-        let op = this.writing.as_mut().map(|op| op.as_mut().poll(cx));
+        let op = writing.as_mut().map(|op| op.as_mut().poll(cx));
         let result = ready!(op.unwrap_or(Poll::Ready(Ok(0))));
-        this.writing = None;
+        *writing = None;
         let n = result?;
         this.pos += n as u64;
         Poll::Ready(Ok(n as usize))

@@ -202,6 +202,18 @@ impl Fid {
     /// with `flags`; the fid becomes the new file. `perm` may carry Plan 9's
     /// DMAPPEND and DMEXCL for 9P2000 servers.
     pub async fn create(self, name: &str, perm: u32, flags: u32) -> Result<File, Error> {
+        self.create_with_gid(name, perm, flags, NONUNAME).await
+    }
+
+    /// As [`Fid::create`], naming the group of the new file (9P2000.L; other
+    /// dialects ignore it).
+    pub async fn create_with_gid(
+        self,
+        name: &str,
+        perm: u32,
+        flags: u32,
+        gid: u32,
+    ) -> Result<File, Error> {
         let name = Name::new(name).map_err(|e| Error::protocol(e.to_string()))?;
         let reply = match self.client.dialect() {
             Dialect::L => {
@@ -213,7 +225,7 @@ impl Fid {
                             name,
                             flags,
                             mode: perm & 0o7777,
-                            gid: NONUNAME,
+                            gid,
                         }
                         .into(),
                     )
@@ -348,6 +360,11 @@ impl Fsys {
     /// The root fid.
     pub fn root(&self) -> &Fid {
         &self.root
+    }
+
+    /// The root fid, for keeping beyond the `Fsys`.
+    pub fn into_root(self) -> Fid {
+        self.root
     }
 
     pub fn client(&self) -> &Client {

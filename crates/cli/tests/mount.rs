@@ -1,0 +1,90 @@
+//! `ninep mount` as a process: a server's tree appears in the mount point,
+//! and `fusermount3 -u` or SIGTERM end it cleanly.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+async fn until(what: &str, mut ok: impl FnMut() -> bool) {
+    for _ in 0..100 {
+        if ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn is_mounted(dir: &std::path::Path) -> bool {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let dir = dir.to_string_lossy();
+    table
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(dir.as_ref()))
+}
+
+#[tokio::test]
+async fn mount_serve_and_unmount() {
+    let dir = std::env::temp_dir().join(format!("ninep-cli-mount-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let addr = format!("unix!{}", dir.join("sock").display());
+    let bin = env!("CARGO_BIN_EXE_ninep");
+    let mut server = Command::new(bin)
+        .args(["serve", "ramfs", "--listen", &addr])
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    until("the server", || dir.join("sock").exists()).await;
+    for how in ["fusermount3", "SIGTERM"] {
+        let mut mount = Command::new(bin)
+            .args(["mount", "-a", &addr, "--uname", "root", "--n-uname", "0"])
+            .arg(&mnt)
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        until("the mount", || is_mounted(&mnt)).await;
+        let marker = mnt.join(format!("written-{how}"));
+        std::fs::write(&marker, how).unwrap();
+        let out = std::process::Command::new(bin)
+            .args(["cat", "-a", &addr, &format!("written-{how}")])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), how);
+        if how == "fusermount3" {
+            assert!(
+                std::process::Command::new("fusermount3")
+                    .arg("-u")
+                    .arg(&mnt)
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        } else {
+            let pid = mount.id().unwrap().to_string();
+            assert!(
+                std::process::Command::new("kill")
+                    .args(["-TERM", &pid])
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }
+        let status = tokio::time::timeout(Duration::from_secs(10), mount.wait())
+            .await
+            .expect("exit")
+            .unwrap();
+        assert!(status.success(), "{how}: {status}");
+        assert_eq!(
+            std::fs::read_dir(&mnt).unwrap().count(),
+            0,
+            "{how}: still mounted"
+        );
+    }
+    let _ = server.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,136 @@
+//! A ninep mount used through ordinary system calls.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use ninep_client::{Client, Options};
+use ninep_server::Server;
+use ninep_servers::RamFs;
+use ninep_transport::Addr;
+use ninep_wire::Dialect;
+
+struct Scene {
+    base: PathBuf,
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+/// Serves a ramfs and mounts it; the session unmounts when dropped.
+async fn mounted(name: &str) -> (Scene, PathBuf, fuser::BackgroundSession) {
+    let base = std::env::temp_dir().join(format!("ninep-fuse-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("mnt")).unwrap();
+    let addr = Addr::Unix(base.join("sock"));
+    let listener = addr.listen().await.unwrap();
+    let server = Server::new(RamFs::new());
+    tokio::spawn(async move {
+        server
+            .serve_listener(listener, std::future::pending())
+            .await
+    });
+    let options = Options {
+        dialect: Some(Dialect::L),
+        ..Options::default()
+    };
+    let client = Client::connect_with(&addr.to_string(), options)
+        .await
+        .unwrap();
+    let fsys = client.attach_as("root", 0, "").await.unwrap();
+    let mnt = base.join("mnt");
+    let session = ninep_fuse::mount(fsys, &mnt, "ninep-test")
+        .expect("mount (is /dev/fuse there and fusermount3 installed?)");
+    (Scene { base }, mnt, session)
+}
+
+fn exercise(mnt: &Path) {
+    // Files: create, write, read back, seek, append, truncate.
+    let path = mnt.join("notes");
+    std::fs::write(&path, "hello, fuse\n").unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello, fuse\n");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    f.seek(SeekFrom::Start(7)).unwrap();
+    f.write_all(b"9p!!\n").unwrap();
+    let mut back = String::new();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.read_to_string(&mut back).unwrap();
+    assert_eq!(back, "hello, 9p!!\n");
+    f.set_len(5).unwrap();
+    drop(f);
+    assert_eq!(std::fs::read(&path).unwrap(), b"hello");
+    // A large file spanning many messages.
+    let big: Vec<u8> = (0..5_000_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(mnt.join("big"), &big).unwrap();
+    assert_eq!(std::fs::read(mnt.join("big")).unwrap(), big);
+    // Directories, listings, rename, links, permissions.
+    std::fs::create_dir(mnt.join("dir")).unwrap();
+    for i in 0..500 {
+        std::fs::write(mnt.join(format!("dir/f{i:03}")), i.to_string()).unwrap();
+    }
+    let mut names: Vec<String> = std::fs::read_dir(mnt.join("dir"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let want: Vec<String> = (0..500).map(|i| format!("f{i:03}")).collect();
+    assert_eq!(names, want);
+    std::fs::rename(mnt.join("notes"), mnt.join("dir/renamed")).unwrap();
+    assert!(!path.exists());
+    assert_eq!(std::fs::read(mnt.join("dir/renamed")).unwrap(), b"hello");
+    std::os::unix::fs::symlink("dir/renamed", mnt.join("link")).unwrap();
+    assert_eq!(
+        std::fs::read_link(mnt.join("link")).unwrap(),
+        Path::new("dir/renamed")
+    );
+    assert_eq!(std::fs::read(mnt.join("link")).unwrap(), b"hello");
+    std::fs::hard_link(mnt.join("dir/renamed"), mnt.join("hard")).unwrap();
+    assert_eq!(std::fs::read(mnt.join("hard")).unwrap(), b"hello");
+    std::fs::set_permissions(mnt.join("hard"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(
+        std::fs::metadata(mnt.join("hard"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    // Removal.
+    for i in 0..500 {
+        std::fs::remove_file(mnt.join(format!("dir/f{i:03}"))).unwrap();
+    }
+    assert!(
+        std::fs::remove_dir(mnt.join("dir")).is_err(),
+        "dir still holds renamed"
+    );
+    std::fs::remove_file(mnt.join("dir/renamed")).unwrap();
+    std::fs::remove_dir(mnt.join("dir")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(mnt.join("nothing"))
+            .unwrap_err()
+            .kind(),
+        std::io::ErrorKind::NotFound
+    );
+    // statfs through the mount answers: df works.
+    let df = std::process::Command::new("df").arg(mnt).output().unwrap();
+    assert!(df.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_and_directories_through_the_mount() {
+    let (_scene, mnt, session) = mounted("ramfs").await;
+    let at = mnt.clone();
+    tokio::task::spawn_blocking(move || exercise(&at))
+        .await
+        .unwrap();
+    drop(session);
+    // Unmounted: the mount point is an empty directory again.
+    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0);
+}
