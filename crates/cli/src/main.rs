@@ -5,6 +5,7 @@ mod args;
 mod bench;
 mod decode;
 mod mount;
+mod ns;
 mod serve;
 mod trace;
 mod verbs;
@@ -42,6 +43,8 @@ enum Command {
     Mkdir(verbs::CreateArgs),
     /// Mount a 9P2000.L tree through FUSE.
     Mount(mount::Args),
+    /// Run a command in a private name space built from a namespace file.
+    Ns(ns::Args),
     /// Interpose between a client and a server and print every message.
     Trace(trace::Args),
     /// Print 9P frames from a file or stdin as Plan 9 text, one line each.
@@ -59,6 +62,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Ns(_))
+        && let Err(e) = ns::enter()
+    {
+        eprintln!("ninep: {e:#}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Decode(args) => decode::run(args),
         command => runtime().and_then(|rt| {
@@ -73,6 +82,7 @@ fn main() -> ExitCode {
                     Command::Rm(args) => verbs::rm(args).await,
                     Command::Mkdir(args) => verbs::mkdir(args).await,
                     Command::Mount(args) => mount::run(args).await,
+                    Command::Ns(args) => ns::run(args).await,
                     Command::Trace(args) => trace::run(args).await,
                     Command::Bench(args) => bench::run(args).await,
                     Command::Decode(_) => unreachable!("handled above"),
