@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use ninep_fuse::Cache;
 
 use crate::args::ServerArgs;
 
@@ -13,8 +14,23 @@ use crate::args::ServerArgs;
 pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
+    /// What the kernel may cache: none, strict (file pages while the file's
+    /// qid.version is unchanged) or loose (also attributes, for a second).
+    #[arg(long, default_value = "strict", value_parser = parse_cache)]
+    cache: Cache,
     /// Directory to mount on.
     mountpoint: PathBuf,
+}
+
+fn parse_cache(s: &str) -> Result<Cache, String> {
+    match s {
+        "none" => Ok(Cache::None),
+        "strict" => Ok(Cache::Strict),
+        "loose" => Ok(Cache::Loose),
+        _ => Err(format!(
+            "unknown cache policy {s:?} (none, strict or loose)"
+        )),
+    }
 }
 
 /// True while `dir` is a mount point.
@@ -38,7 +54,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         .mountpoint
         .canonicalize()
         .with_context(|| args.mountpoint.display().to_string())?;
-    let session = ninep_fuse::mount(fsys, &mountpoint, &source)
+    let session = ninep_fuse::mount(fsys, &mountpoint, &source, args.cache)
         .with_context(|| format!("mount on {}", args.mountpoint.display()))?;
     eprintln!(
         "ninep: {} mounted on {}",

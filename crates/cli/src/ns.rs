@@ -127,7 +127,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                     .with_context(|| addr.clone())?;
                 let n_uname = rustix::process::getuid().as_raw();
                 let fsys = client.attach_as(&args.uname, n_uname, &aname).await?;
-                let session = ninep_fuse::mount(fsys, &old, &format!("ninep:{addr}"))
+                let source = format!("ninep:{addr}");
+                let session = ninep_fuse::mount(fsys, &old, &source, ninep_fuse::Cache::Strict)
                     .with_context(|| format!("mount {addr} on {}", old.display()))?;
                 sessions.push(session);
             }

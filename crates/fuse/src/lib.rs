@@ -7,8 +7,9 @@
 //! server's Treaddir cookies, so however the kernel resumes a listing no
 //! entry is lost or repeated.
 //!
-//! Caching is off (`cache=none`): attributes and entries are asked for each
-//! time, and files are read and written directly.
+//! Caching follows the v9fs paper's argument, in three policies ([`Cache`]).
+//! Files whose qid.version is 0 are synthetic and are never cached: they are
+//! always read and written directly.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -25,8 +26,29 @@ use ninep_client::{Client, Error, Fid, File, Fsys};
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::*;
 
-/// Attributes and entries are not cached by the kernel.
-const TTL: Duration = Duration::ZERO;
+/// What the kernel may keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Cache {
+    /// Nothing: every read, write, attribute and lookup goes to the server.
+    #[default]
+    None,
+    /// File contents stay in the page cache while the file's qid.version is
+    /// unchanged, checked at each open; attributes and entries are always
+    /// asked for.
+    Strict,
+    /// As strict, and attributes and entries are trusted for a second.
+    Loose,
+}
+
+impl Cache {
+    /// How long the kernel may trust attributes and entries.
+    fn ttl(self) -> Duration {
+        match self {
+            Cache::Loose => Duration::from_secs(1),
+            Cache::None | Cache::Strict => Duration::ZERO,
+        }
+    }
+}
 
 /// Mounts `fsys` at `mountpoint`. The mount lasts as long as the returned
 /// session; dropping it unmounts.
@@ -34,6 +56,7 @@ pub fn mount(
     fsys: Fsys,
     mountpoint: &Path,
     source: &str,
+    cache: Cache,
 ) -> std::io::Result<fuser::BackgroundSession> {
     if fsys.client().dialect() != Dialect::L {
         return Err(std::io::Error::other(
@@ -47,6 +70,8 @@ pub fn mount(
             nodes: Mutex::new(Nodes::new(fsys)),
             handles: Mutex::new(HashMap::new()),
             next_handle: Mutex::new(1),
+            cache,
+            ttl: cache.ttl(),
         }),
         runtime,
     };
@@ -69,6 +94,8 @@ struct Inner {
     nodes: Mutex<Nodes>,
     handles: Mutex<HashMap<u64, Arc<File>>>,
     next_handle: Mutex<u64>,
+    cache: Cache,
+    ttl: Duration,
 }
 
 /// Inode numbers and the walked fids behind them.
@@ -77,6 +104,8 @@ struct Nodes {
     by_ino: HashMap<u64, (Arc<Fid>, u64)>,
     /// qid.path -> ino, kept for good so a file keeps its number
     ino_of: HashMap<u64, u64>,
+    /// ino -> the qid.version its cached pages belong to
+    cached_version: HashMap<u64, u32>,
     next_ino: u64,
 }
 
@@ -86,6 +115,7 @@ impl Nodes {
         let mut nodes = Nodes {
             by_ino: HashMap::new(),
             ino_of: HashMap::new(),
+            cached_version: HashMap::new(),
             next_ino: fuser::FUSE_ROOT_ID + 1,
         };
         nodes.ino_of.insert(root.qid().path, fuser::FUSE_ROOT_ID);
@@ -223,6 +253,22 @@ impl Inner {
         Ok(file_attr(ino, &r))
     }
 
+    /// FOPEN flags for a file just opened: direct I/O without a cache or for
+    /// synthetic files (qid.version 0); else keep the cached pages if the
+    /// file has not changed since they were read.
+    fn open_flags(&self, ino: u64, qid: Qid) -> u32 {
+        if self.cache == Cache::None || qid.version == 0 || qid.ty.is_dir() {
+            return fuser::consts::FOPEN_DIRECT_IO;
+        }
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let before = nodes.cached_version.insert(ino, qid.version);
+        if before == Some(qid.version) {
+            fuser::consts::FOPEN_KEEP_CACHE
+        } else {
+            0
+        }
+    }
+
     async fn rpc(&self, msg: impl Into<Msg>) -> Result<Msg, i32> {
         self.client.rpc(msg).await.map_err(|e| errno(&e))
     }
@@ -246,7 +292,7 @@ impl fuser::Filesystem for NinepFs {
         };
         self.spawn(|inner| async move {
             match inner.lookup(parent, &name).await {
-                Ok(attr) => reply.entry(&TTL, &attr, 0),
+                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
                 Err(e) => reply.error(e),
             }
         });
@@ -269,7 +315,7 @@ impl fuser::Filesystem for NinepFs {
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         self.spawn(|inner| async move {
             match inner.attr_of(ino).await {
-                Ok(attr) => reply.attr(&TTL, &attr),
+                Ok(attr) => reply.attr(&inner.ttl, &attr),
                 Err(e) => reply.error(e),
             }
         });
@@ -344,7 +390,7 @@ impl fuser::Filesystem for NinepFs {
             }
             .await;
             match result {
-                Ok(attr) => reply.attr(&TTL, &attr),
+                Ok(attr) => reply.attr(&inner.ttl, &attr),
                 Err(e) => reply.error(e),
             }
         });
@@ -402,7 +448,7 @@ impl fuser::Filesystem for NinepFs {
             }
             .await;
             match result {
-                Ok(attr) => reply.entry(&TTL, &attr, 0),
+                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
                 Err(e) => reply.error(e),
             }
         });
@@ -436,7 +482,7 @@ impl fuser::Filesystem for NinepFs {
             }
             .await;
             match result {
-                Ok(attr) => reply.entry(&TTL, &attr, 0),
+                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
                 Err(e) => reply.error(e),
             }
         });
@@ -477,7 +523,7 @@ impl fuser::Filesystem for NinepFs {
             }
             .await;
             match result {
-                Ok(attr) => reply.entry(&TTL, &attr, 0),
+                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
                 Err(e) => reply.error(e),
             }
         });
@@ -557,7 +603,7 @@ impl fuser::Filesystem for NinepFs {
             }
             .await;
             match result {
-                Ok(attr) => reply.entry(&TTL, &attr, 0),
+                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
                 Err(e) => reply.error(e),
             }
         });
@@ -785,12 +831,13 @@ impl fuser::Filesystem for NinepFs {
                     .await
                     .map_err(|e| errno(&e))?;
                 let attr = inner.lookup(parent, &name).await?;
+                let open_flags = inner.open_flags(attr.ino, file.qid());
                 let fh = inner.add_handle(file);
-                Ok::<_, i32>((attr, fh))
+                Ok::<_, i32>((attr, fh, open_flags))
             }
             .await;
             match result {
-                Ok((attr, fh)) => reply.created(&TTL, &attr, 0, fh, fuser::consts::FOPEN_DIRECT_IO),
+                Ok((attr, fh, flags)) => reply.created(&inner.ttl, &attr, 0, fh, flags),
                 Err(e) => reply.error(e),
             }
         });
@@ -828,12 +875,12 @@ impl NinepFs {
                 let fresh = fid.clone_fid().await.map_err(|e| errno(&e))?;
                 let flags = flags & !(dotl::O_CREAT | dotl::O_EXCL | dotl::O_NOCTTY);
                 let file = fresh.open(flags).await.map_err(|e| errno(&e))?;
-                Ok::<_, i32>(inner.add_handle(file))
+                let open_flags = inner.open_flags(ino, file.qid());
+                Ok::<_, i32>((inner.add_handle(file), open_flags))
             }
             .await;
             match result {
-                // Without a cache, reads and writes go straight to the server.
-                Ok(fh) => reply.opened(fh, fuser::consts::FOPEN_DIRECT_IO),
+                Ok((fh, open_flags)) => reply.opened(fh, open_flags),
                 Err(e) => reply.error(e),
             }
         });

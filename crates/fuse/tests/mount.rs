@@ -5,6 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use ninep_client::{Client, Options};
+use ninep_fuse::Cache;
 use ninep_server::Server;
 use ninep_servers::RamFs;
 use ninep_transport::Addr;
@@ -21,7 +22,7 @@ impl Drop for Scene {
 }
 
 /// Serves a ramfs and mounts it; the session unmounts when dropped.
-async fn mounted(name: &str) -> (Scene, PathBuf, fuser::BackgroundSession) {
+async fn mounted(name: &str, cache: Cache) -> (Scene, PathBuf, fuser::BackgroundSession) {
     let base = std::env::temp_dir().join(format!("ninep-fuse-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("mnt")).unwrap();
@@ -42,7 +43,7 @@ async fn mounted(name: &str) -> (Scene, PathBuf, fuser::BackgroundSession) {
         .unwrap();
     let fsys = client.attach_as("root", 0, "").await.unwrap();
     let mnt = base.join("mnt");
-    let session = ninep_fuse::mount(fsys, &mnt, "ninep-test")
+    let session = ninep_fuse::mount(fsys, &mnt, "ninep-test", cache)
         .expect("mount (is /dev/fuse there and fusermount3 installed?)");
     (Scene { base }, mnt, session)
 }
@@ -125,12 +126,57 @@ fn exercise(mnt: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_and_directories_through_the_mount() {
-    let (_scene, mnt, session) = mounted("ramfs").await;
-    let at = mnt.clone();
-    tokio::task::spawn_blocking(move || exercise(&at))
+    for (name, cache) in [
+        ("none", Cache::None),
+        ("strict", Cache::Strict),
+        ("loose", Cache::Loose),
+    ] {
+        let (_scene, mnt, session) = mounted(name, cache).await;
+        let at = mnt.clone();
+        tokio::task::spawn_blocking(move || exercise(&at))
+            .await
+            .unwrap();
+        drop(session);
+        // Unmounted: the mount point is an empty directory again.
+        assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0, "{name}");
+    }
+}
+
+/// Under the strict policy a file's pages are kept while its qid.version
+/// holds, and dropped when the file changes behind the mount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_cache_sees_changes_made_elsewhere() {
+    let (scene, mnt, session) = mounted("strict-change", Cache::Strict).await;
+    let addr = format!("unix!{}", scene.base.join("sock").display());
+    let path = mnt.join("shared");
+    let at = path.clone();
+    tokio::task::spawn_blocking(move || {
+        std::fs::write(&at, "version one").unwrap();
+        assert_eq!(std::fs::read_to_string(&at).unwrap(), "version one");
+        assert_eq!(std::fs::read_to_string(&at).unwrap(), "version one");
+    })
+    .await
+    .unwrap();
+    // Another client changes the file on the server.
+    let other = Client::connect(&addr)
+        .await
+        .unwrap()
+        .attach_as("root", 0, "")
         .await
         .unwrap();
+    let file = other
+        .open(
+            "shared",
+            ninep_wire::consts::dotl::O_WRONLY | ninep_wire::consts::dotl::O_TRUNC,
+        )
+        .await
+        .unwrap();
+    file.write_all_at(0, "version two!".into()).await.unwrap();
+    file.close().await.unwrap();
+    let at = path.clone();
+    let seen = tokio::task::spawn_blocking(move || std::fs::read_to_string(&at).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(seen, "version two!");
     drop(session);
-    // Unmounted: the mount point is an empty directory again.
-    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0);
 }
