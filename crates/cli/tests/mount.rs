@@ -88,3 +88,55 @@ async fn mount_serve_and_unmount() {
     let _ = server.kill().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_vanished_server_gives_errors_not_a_hang() {
+    let dir = std::env::temp_dir().join(format!("ninep-cli-vanish-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let addr = format!("unix!{}", dir.join("sock").display());
+    let bin = env!("CARGO_BIN_EXE_ninep");
+    let mut server = Command::new(bin)
+        .args(["serve", "ramfs", "--listen", &addr])
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    until("the server", || dir.join("sock").exists()).await;
+    let mut mount = Command::new(bin)
+        .args(["mount", "-a", &addr, "--uname", "root", "--n-uname", "0"])
+        .arg(&mnt)
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    until("the mount", || is_mounted(&mnt)).await;
+    std::fs::write(mnt.join("x"), "x").unwrap();
+    server.kill().await.unwrap();
+    let probe = mnt.join("x");
+    let started = std::time::Instant::now();
+    let result = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::task::spawn_blocking(move || std::fs::read(&probe)),
+    )
+    .await
+    .expect("the mount hung")
+    .unwrap();
+    assert!(result.is_err(), "read from a vanished server succeeded");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(
+        std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg(&mnt)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(10), mount.wait())
+        .await
+        .expect("exit")
+        .unwrap();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
