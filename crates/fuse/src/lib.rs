@@ -239,12 +239,27 @@ impl Inner {
         let r = self.getattr(&fid).await.map_err(|e| errno(&e))?;
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         let ino = nodes.ino(r.qid);
-        let entry = nodes
-            .by_ino
-            .entry(ino)
-            .or_insert_with(|| (Arc::new(fid), 0));
-        entry.1 += 1;
+        // The fid just walked replaces any older one: on servers whose fids
+        // name paths (diod), a fid from before a rename names nothing now.
+        let count = nodes.by_ino.get(&ino).map_or(0, |(_, n)| *n);
+        nodes.by_ino.insert(ino, (Arc::new(fid), count + 1));
         Ok(file_attr(ino, &r))
+    }
+
+    /// After a rename, gives the moved inode a fid walked by its new name
+    /// (its old fid names the old path on servers like diod). The lookup
+    /// count does not change.
+    async fn refresh(&self, parent: u64, name: &Name) {
+        let Ok(dir) = self.fid(parent) else { return };
+        let Ok(fid) = dir.walk(std::slice::from_ref(name)).await else {
+            return;
+        };
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ino) = nodes.ino_of.get(&fid.qid().path).copied()
+            && let Some(entry) = nodes.by_ino.get_mut(&ino)
+        {
+            entry.0 = Arc::new(fid);
+        }
     }
 
     async fn attr_of(&self, ino: u64) -> Result<FileAttr, i32> {
@@ -312,9 +327,18 @@ impl fuser::Filesystem for NinepFs {
         }
     }
 
-    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
         self.spawn(|inner| async move {
-            match inner.attr_of(ino).await {
+            // An open file's own fid first (fstat), then the inode's.
+            let by_handle = match fh.map(|fh| inner.handle(fh)) {
+                Some(Ok(file)) => inner.getattr(file.fid()).await.ok(),
+                _ => None,
+            };
+            let attr = match by_handle {
+                Some(r) => Ok(file_attr(ino, &r)),
+                None => inner.attr_of(ino).await,
+            };
+            match attr {
                 Ok(attr) => reply.attr(&inner.ttl, &attr),
                 Err(e) => reply.error(e),
             }
@@ -547,6 +571,7 @@ impl fuser::Filesystem for NinepFs {
             (Ok(a), Ok(b)) => (a, b),
             _ => return reply.error(Errno::EINVAL.0 as i32),
         };
+        let newname_again = newname.clone();
         self.spawn(|inner| async move {
             let result = async {
                 let (from, to) = (inner.fid(parent)?, inner.fid(newparent)?);
@@ -571,6 +596,9 @@ impl fuser::Filesystem for NinepFs {
                 }
             }
             .await;
+            if result.is_ok() {
+                inner.refresh(newparent, &newname_again).await;
+            }
             match result {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
@@ -855,10 +883,18 @@ impl NinepFs {
                 let dir = inner.fid(parent)?;
                 let msg = Tunlinkat {
                     dirfid: dir.number(),
-                    name,
+                    name: name.clone(),
                     flags,
                 };
-                inner.rpc(msg).await.map(drop)
+                match inner.client.rpc(msg).await {
+                    // Servers without Tunlinkat (diod): walk to it and
+                    // Tremove, as Linux does.
+                    Err(e) if e.errno() == Errno::EOPNOTSUPP => {
+                        let file = dir.walk(&[name]).await.map_err(|e| errno(&e))?;
+                        file.remove().await.map_err(|e| errno(&e))
+                    }
+                    other => other.map(drop).map_err(|e| errno(&e)),
+                }
             }
             .await;
             match result {
