@@ -5,141 +5,18 @@
 //! directory, and kills it by PID when done (even on panic). diod must be
 //! installed: without it these tests fail, they do not skip.
 
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+#[path = "support/diod.rs"]
+mod diod_server;
+
+use std::path::Path;
+use std::time::Duration;
 
 use bytes::Bytes;
 use ninep_client::{Client, Error, Fsys, Options};
 use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
 use ninep_wire::{Dialect, Errno, Name, Trename};
 
-/// A running diod; dropping it kills the process and removes its directory.
-struct Diod {
-    child: Child,
-    /// The exported directory, also the aname to attach to.
-    dir: PathBuf,
-    log: PathBuf,
-    port: u16,
-}
-
-impl Drop for Diod {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("diod's log ({}):\n{}", self.log.display(), self.log_text());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
-
-impl Diod {
-    fn addr(&self) -> String {
-        format!("tcp!127.0.0.1!{}", self.port)
-    }
-
-    fn aname(&self) -> &str {
-        self.dir.to_str().expect("temp dir path is UTF-8")
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The path on disk of `path` in the exported tree.
-    fn on_disk(&self, path: &str) -> PathBuf {
-        self.dir.join(path)
-    }
-}
-
-/// Where diod is, or a failure telling how to install it.
-fn diod_binary() -> PathBuf {
-    let from_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("diod"))
-            .find(|p| p.is_file())
-    });
-    let found = from_path.or_else(|| {
-        ["/usr/sbin/diod", "/usr/bin/diod", "/sbin/diod"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.is_file())
-    });
-    match found {
-        Some(path) => path,
-        None => panic!(
-            "diod is not installed (not in PATH nor /usr/sbin/diod): run scripts/setup \
-             (or scripts/interop-diod, which installs Debian's diod package) first"
-        ),
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().unwrap().port()
-}
-
-/// Starts diod exporting a fresh directory named after `tag`, and waits until
-/// it accepts connections.
-fn start_diod(tag: &str) -> Diod {
-    let binary = diod_binary();
-    let base = std::env::temp_dir();
-    let dir = base.join(format!("ninep-diod-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = base.join(format!("ninep-diod-{}-{tag}.log", std::process::id()));
-    let port = free_port();
-    // -f: foreground; -n: no auth; -N: no password file lookups (any uid may
-    // attach; we attach as uid 0, so the files are root's, as on disk);
-    // -c /dev/null: ignore /etc/diod.conf; -t 4: fewer worker threads.
-    let child = Command::new(&binary)
-        .args([
-            "-f",
-            "-n",
-            "-N",
-            "-c",
-            "/dev/null",
-            "-t",
-            "4",
-            "-L",
-            "stderr",
-        ])
-        .arg("-l")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("-e")
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
-        .stderr(Stdio::from(
-            std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
-        ))
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
-    let mut diod = Diod {
-        child,
-        dir,
-        log,
-        port,
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = diod.child.try_wait().unwrap() {
-            panic!("diod exited early ({status}): {}", diod.log_text());
-        }
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return diod;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "diod did not listen on 127.0.0.1:{port} within 10 s: {}",
-            diod.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use diod_server::{Diod, start as start_diod};
 
 async fn connect(diod: &Diod, dialect: Option<Dialect>) -> Result<Client, Error> {
     let options = Options {
@@ -388,18 +265,7 @@ async fn diod_file_operations() {
     assert!(fsys.stat("").await.unwrap().is_dir());
     drop(fsys);
     drop(client);
-    check_log(&diod);
-}
-
-/// diod logs protocol trouble it sees; fail on it.
-fn check_log(diod: &Diod) {
-    let log = diod.log_text();
-    for bad in ["protocol", "malformed", "bad msg", "invalid", "deserialize"] {
-        assert!(
-            !log.to_lowercase().contains(bad),
-            "diod's log mentions {bad:?}:\n{log}"
-        );
-    }
+    diod.check_log();
 }
 
 /// Fsys::rename against diod. diod 1.0.24 answers Trenameat with Rlerror
@@ -461,12 +327,12 @@ async fn diod_version_negotiation() {
     let client = connect(&diod, Some(Dialect::L)).await.unwrap();
     let fsys = attach(&diod, &client).await;
     assert!(fsys.read_dir("").await.unwrap().is_empty());
-    check_log(&diod);
+    diod.check_log();
 }
 
 #[test]
 fn diod_is_installed() {
     // Named for the failure it gives: a missing diod fails here, plainly.
-    let path = diod_binary();
+    let path = diod_server::binary();
     assert!(path.is_file());
 }
