@@ -6,23 +6,8 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-async fn until(what: &str, mut ok: impl FnMut() -> bool) {
-    for _ in 0..100 {
-        if ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-fn is_mounted(dir: &std::path::Path) -> bool {
-    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let dir = dir.to_string_lossy();
-    table
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(dir.as_ref()))
-}
+mod common;
+use common::{NINEP, is_mounted, serve_ramfs, until};
 
 #[tokio::test]
 async fn mount_serve_and_unmount() {
@@ -31,14 +16,8 @@ async fn mount_serve_and_unmount() {
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     let addr = format!("unix!{}", dir.join("sock").display());
-    let bin = env!("CARGO_BIN_EXE_ninep");
-    let mut server = Command::new(bin)
-        .args(["serve", "ramfs", "--listen", &addr])
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    until("the server", || dir.join("sock").exists()).await;
+    let bin = NINEP;
+    let mut server = serve_ramfs(&dir.join("sock")).await;
     for how in ["fusermount3", "SIGTERM"] {
         let mut mount = Command::new(bin)
             .args(["mount", "-a", &addr, "--uname", "root", "--n-uname", "0"])
@@ -96,14 +75,8 @@ async fn a_vanished_server_gives_errors_not_a_hang() {
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     let addr = format!("unix!{}", dir.join("sock").display());
-    let bin = env!("CARGO_BIN_EXE_ninep");
-    let mut server = Command::new(bin)
-        .args(["serve", "ramfs", "--listen", &addr])
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    until("the server", || dir.join("sock").exists()).await;
+    let bin = NINEP;
+    let mut server = serve_ramfs(&dir.join("sock")).await;
     let mut mount = Command::new(bin)
         .args(["mount", "-a", &addr, "--uname", "root", "--n-uname", "0"])
         .arg(&mnt)

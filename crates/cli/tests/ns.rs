@@ -6,13 +6,8 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-fn mounted_here(dir: &std::path::Path) -> bool {
-    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let dir = dir.to_string_lossy();
-    table
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(dir.as_ref()))
-}
+mod common;
+use common::{NINEP, is_mounted, serve_ramfs};
 
 #[tokio::test]
 async fn private_name_space() {
@@ -23,19 +18,8 @@ async fn private_name_space() {
     }
     let sock = dir.join("sock");
     let addr = format!("unix!{}", sock.display());
-    let bin = env!("CARGO_BIN_EXE_ninep");
-    let mut server = Command::new(bin)
-        .args(["serve", "ramfs", "--listen", &addr])
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if sock.exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let bin = NINEP;
+    let mut server = serve_ramfs(&sock).await;
     let (n, also) = (dir.join("n"), dir.join("also"));
     let nsfile = dir.join("ns");
     std::fs::write(
@@ -66,7 +50,7 @@ async fn private_name_space() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
-        !mounted_here(&n) && !mounted_here(&also),
+        !is_mounted(&n) && !is_mounted(&also),
         "the mounts leaked out"
     );
     assert_eq!(std::fs::read_dir(&n).unwrap().count(), 0);
@@ -81,7 +65,7 @@ async fn private_name_space() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "inside\n2\n");
     // Gone after exit, and what was written went to the server.
-    assert!(!mounted_here(&n) && !mounted_here(&also));
+    assert!(!is_mounted(&n) && !is_mounted(&also));
     let cat = std::process::Command::new(bin)
         .args(["cat", "-a", &addr, "x"])
         .output()

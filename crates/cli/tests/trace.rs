@@ -8,6 +8,9 @@ use ninep_client::Client;
 use tokio::io::AsyncBufReadExt;
 use tokio::process::Command;
 
+mod common;
+use common::{NINEP, serve_ramfs};
+
 async fn wait_for(addr: &str) -> Client {
     for _ in 0..100 {
         if let Ok(c) = Client::connect(addr).await {
@@ -24,14 +27,8 @@ async fn traces_a_session() {
     std::fs::create_dir_all(&dir).unwrap();
     let server_addr = format!("unix!{}", dir.join("server").display());
     let trace_addr = format!("unix!{}", dir.join("trace").display());
-    let bin = env!("CARGO_BIN_EXE_ninep");
-    let mut server = Command::new(bin)
-        .args(["serve", "ramfs", "--listen", &server_addr])
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    drop(wait_for(&server_addr).await);
+    let bin = NINEP;
+    let mut server = serve_ramfs(&dir.join("server")).await;
     let mut trace = Command::new(bin)
         .args(["trace", "--listen", &trace_addr, "--to", &server_addr])
         .stdout(Stdio::piped())
