@@ -448,33 +448,20 @@ impl fuser::Filesystem for NinepFs {
         reply: ReplyEntry,
     ) {
         let gid = req.gid();
-        let name = match name_of(name) {
-            Ok(n) => n,
-            Err(e) => return reply.error(e),
-        };
-        self.spawn(|inner| async move {
-            let result = async {
-                let dir = inner.fid(parent)?;
-                let (major, minor) = (
-                    (rdev >> 8) & 0xfff,
-                    (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
-                );
-                let msg = Tmknod {
-                    dfid: dir.number(),
-                    name: name.clone(),
-                    mode: mode & !umask,
-                    major,
-                    minor,
-                    gid,
-                };
-                inner.rpc(msg).await?;
-                inner.lookup(parent, &name).await
+        let (major, minor) = (
+            (rdev >> 8) & 0xfff,
+            (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
+        );
+        self.make(parent, name, reply, move |_, dfid, name| {
+            Ok(Tmknod {
+                dfid,
+                name,
+                mode: mode & !umask,
+                major,
+                minor,
+                gid,
             }
-            .await;
-            match result {
-                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
-                Err(e) => reply.error(e),
-            }
+            .into())
         });
     }
 
@@ -488,27 +475,14 @@ impl fuser::Filesystem for NinepFs {
         reply: ReplyEntry,
     ) {
         let gid = req.gid();
-        let name = match name_of(name) {
-            Ok(n) => n,
-            Err(e) => return reply.error(e),
-        };
-        self.spawn(|inner| async move {
-            let result = async {
-                let dir = inner.fid(parent)?;
-                let msg = Tmkdir {
-                    dfid: dir.number(),
-                    name: name.clone(),
-                    mode: mode & !umask & 0o7777,
-                    gid,
-                };
-                inner.rpc(msg).await?;
-                inner.lookup(parent, &name).await
+        self.make(parent, name, reply, move |_, dfid, name| {
+            Ok(Tmkdir {
+                dfid,
+                name,
+                mode: mode & !umask & 0o7777,
+                gid,
             }
-            .await;
-            match result {
-                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
-                Err(e) => reply.error(e),
-            }
+            .into())
         });
     }
 
@@ -529,27 +503,17 @@ impl fuser::Filesystem for NinepFs {
         reply: ReplyEntry,
     ) {
         let gid = req.gid();
-        let (name, target) = match (name_of(link_name), target.to_str()) {
-            (Ok(n), Some(t)) => (n, t.to_owned()),
-            _ => return reply.error(Errno::EINVAL.0 as i32),
+        let Some(target) = target.to_str().map(str::to_owned) else {
+            return reply.error(Errno::EINVAL.0 as i32);
         };
-        self.spawn(|inner| async move {
-            let result = async {
-                let dir = inner.fid(parent)?;
-                let msg = Tsymlink {
-                    fid: dir.number(),
-                    name: name.clone(),
-                    symtgt: target,
-                    gid,
-                };
-                inner.rpc(msg).await?;
-                inner.lookup(parent, &name).await
+        self.make(parent, link_name, reply, move |_, fid, name| {
+            Ok(Tsymlink {
+                fid,
+                name,
+                symtgt: target,
+                gid,
             }
-            .await;
-            match result {
-                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
-                Err(e) => reply.error(e),
-            }
+            .into())
         });
     }
 
@@ -614,26 +578,14 @@ impl fuser::Filesystem for NinepFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let name = match name_of(newname) {
-            Ok(n) => n,
-            Err(e) => return reply.error(e),
-        };
-        self.spawn(|inner| async move {
-            let result = async {
-                let (file, dir) = (inner.fid(ino)?, inner.fid(newparent)?);
-                let msg = Tlink {
-                    dfid: dir.number(),
-                    fid: file.number(),
-                    name: name.clone(),
-                };
-                inner.rpc(msg).await?;
-                inner.lookup(newparent, &name).await
+        self.make(newparent, newname, reply, move |inner, dfid, name| {
+            let file = inner.fid(ino)?;
+            Ok(Tlink {
+                dfid,
+                fid: file.number(),
+                name,
             }
-            .await;
-            match result {
-                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
-                Err(e) => reply.error(e),
-            }
+            .into())
         });
     }
 
@@ -873,6 +825,32 @@ impl fuser::Filesystem for NinepFs {
 }
 
 impl NinepFs {
+    /// Makes `name` in directory `parent` with the request `msg` builds
+    /// (from the directory's fid and the name), then looks it up: mkdir,
+    /// mknod, symlink and link all answer with the new entry.
+    fn make<M>(&mut self, parent: u64, name: &OsStr, reply: ReplyEntry, msg: M)
+    where
+        M: FnOnce(&Inner, ninep_wire::Fid, Name) -> Result<Msg, i32> + Send + 'static,
+    {
+        let name = match name_of(name) {
+            Ok(n) => n,
+            Err(e) => return reply.error(e),
+        };
+        self.spawn(|inner| async move {
+            let result = async {
+                let dir = inner.fid(parent)?;
+                let request = msg(&inner, dir.number(), name.clone())?;
+                inner.rpc(request).await?;
+                inner.lookup(parent, &name).await
+            }
+            .await;
+            match result {
+                Ok(attr) => reply.entry(&inner.ttl, &attr, 0),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
     fn remove(&mut self, parent: u64, name: &OsStr, flags: u32, reply: ReplyEmpty) {
         let name = match name_of(name) {
             Ok(n) => n,
