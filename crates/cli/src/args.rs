@@ -39,6 +39,11 @@ impl ServerArgs {
 
     /// Connects and attaches.
     pub async fn attach(&self) -> Result<Fsys> {
+        self.attach_as(self.n_uname()).await
+    }
+
+    /// Connects and attaches with the numeric user id `n_uname`.
+    pub async fn attach_as(&self, n_uname: u32) -> Result<Fsys> {
         let options = Options {
             dialect: self.dialect,
             msize: self.msize,
@@ -46,9 +51,7 @@ impl ServerArgs {
         let client = Client::connect_with(&self.addr, options)
             .await
             .with_context(|| self.addr.clone())?;
-        Ok(client
-            .attach_as(&self.uname, self.n_uname(), &self.aname)
-            .await?)
+        Ok(client.attach_as(&self.uname, n_uname, &self.aname).await?)
     }
 }
 

@@ -41,7 +41,7 @@ enum Command {
     Rm(verbs::PathArgs),
     /// Make a directory.
     Mkdir(verbs::CreateArgs),
-    /// Mount a 9P2000.L tree through FUSE.
+    /// Mount a 9P tree through FUSE.
     Mount(mount::Args),
     /// Run a command in a private name space built from a namespace file.
     Ns(ns::Args),

@@ -1,12 +1,14 @@
-//! `ninep mount`: a 9P2000.L tree mounted through FUSE, until SIGINT,
-//! SIGTERM or `fusermount3 -u`.
+//! `ninep mount`: a 9P tree mounted through FUSE, until SIGINT, SIGTERM or
+//! `fusermount3 -u`; in the background if asked.
 
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use ninep_fuse::Cache;
+use anyhow::{Context, Result, bail};
+use ninep_fuse::{Access, Cache};
 
 use crate::args::ServerArgs;
 
@@ -18,6 +20,16 @@ pub struct Args {
     /// qid.version is unchanged) or loose (also attributes, for a second).
     #[arg(long, default_value = "strict", value_parser = parse_cache)]
     cache: Cache,
+    /// Whose identity requests carry: single (the mount's own attach) or
+    /// user (an attach per calling user; the mount is open to all users).
+    #[arg(long, default_value = "single", value_parser = ["single", "user"])]
+    access: String,
+    /// Return once mounted, leaving the mount served in the background.
+    #[arg(long)]
+    background: bool,
+    /// Print "mounted" on stdout once mounted, then let go of the terminal.
+    #[arg(long, hide = true)]
+    detached: bool,
     /// Directory to mount on.
     mountpoint: PathBuf,
 }
@@ -48,19 +60,48 @@ fn mounted(dir: &Path) -> bool {
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
-    let fsys = args.server.attach().await?;
-    let source = format!("ninep:{}", args.server.addr);
+    if args.background {
+        return background();
+    }
+    if args.detached {
+        // Out of the terminal's session, so its hang-up does not reach us.
+        rustix::process::setsid().context("setsid")?;
+    }
     let mountpoint = args
         .mountpoint
         .canonicalize()
         .with_context(|| args.mountpoint.display().to_string())?;
-    let session = ninep_fuse::mount(fsys, &mountpoint, &source, args.cache)
+    let (fsys, access) = if args.access == "user" {
+        let uid = args
+            .server
+            .n_uname
+            .unwrap_or_else(|| rustix::process::getuid().as_raw());
+        let fsys = args.server.attach_as(uid).await?;
+        let aname = args.server.aname.clone();
+        (fsys, Access::User { aname, uid })
+    } else {
+        (args.server.attach().await?, Access::Single)
+    };
+    let options = ninep_fuse::Options {
+        source: format!("ninep:{}", args.server.addr),
+        cache: args.cache,
+        access,
+    };
+    let session = ninep_fuse::mount(fsys, &mountpoint, &options)
         .with_context(|| format!("mount on {}", args.mountpoint.display()))?;
-    eprintln!(
-        "ninep: {} mounted on {}",
-        args.server.addr,
-        args.mountpoint.display()
-    );
+    if args.detached {
+        println!("mounted");
+        std::io::stdout().flush()?;
+        let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+        rustix::stdio::dup2_stdout(&null)?;
+        rustix::stdio::dup2_stderr(&null)?;
+    } else {
+        eprintln!(
+            "ninep: {} mounted on {}",
+            args.server.addr,
+            args.mountpoint.display()
+        );
+    }
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
     loop {
@@ -76,4 +117,42 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     // Dropping the session unmounts, if fusermount3 -u has not already.
     drop(session);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs this same command again, detached, and returns once it has mounted
+/// (or with its error if it could not).
+fn background() -> Result<ExitCode> {
+    let exe = std::env::current_exe().context("finding the ninep binary")?;
+    let mut argv: Vec<OsString> = std::env::args_os()
+        .skip(1)
+        .filter(|a| a != "--background")
+        .collect();
+    argv.push("--detached".into());
+    let mut child = std::process::Command::new(exe)
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the mount")?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        BufReader::new(out).read_line(&mut line)?;
+    }
+    if line.trim() == "mounted" {
+        eprintln!("ninep: mounted (pid {})", child.id());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut why = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        err.read_to_string(&mut why)?;
+    }
+    let status = child.wait()?;
+    eprint!("{why}");
+    if status.success() {
+        bail!("the mount ended before it was made");
+    }
+    Ok(ExitCode::from(
+        status.code().unwrap_or(1).clamp(1, 255) as u8
+    ))
 }

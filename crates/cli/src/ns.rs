@@ -128,8 +128,16 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                 let n_uname = rustix::process::getuid().as_raw();
                 let fsys = client.attach_as(&args.uname, n_uname, &aname).await?;
                 let source = format!("ninep:{addr}");
-                let session = ninep_fuse::mount(fsys, &old, &source, ninep_fuse::Cache::Strict)
-                    .with_context(|| format!("mount {addr} on {}", old.display()))?;
+                let session = ninep_fuse::mount(
+                    fsys,
+                    &old,
+                    &ninep_fuse::Options {
+                        source,
+                        cache: ninep_fuse::Cache::Strict,
+                        ..Default::default()
+                    },
+                )
+                .with_context(|| format!("mount {addr} on {}", old.display()))?;
                 sessions.push(session);
             }
             Entry::Bind { new, old } => bind(&new, &old)?,

@@ -35,7 +35,8 @@ impl FileInfo {
         self.mode & S_IFMT == S_IFDIR
     }
 
-    pub(crate) fn from_stat(s: Stat, dialect: Dialect) -> FileInfo {
+    /// The attributes in a 9P2000 or 9P2000.u stat.
+    pub fn from_stat(s: Stat, dialect: Dialect) -> FileInfo {
         let ty = if s.mode & DMDIR != 0 {
             S_IFDIR
         } else if dialect == Dialect::U && s.mode & DMSYMLINK != 0 {

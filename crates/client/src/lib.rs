@@ -21,6 +21,7 @@ mod error;
 mod file;
 mod fsys;
 mod info;
+mod xattr;
 
 pub use conn::{Client, Options};
 pub use error::Error;

@@ -1072,8 +1072,9 @@ impl Filesystem for Export {
                 return Err(Error::not_supported());
             }
             let path = inner.proc_path(&node);
-            if value.is_empty() && flags == 0 {
-                // Linux removes an attribute by setting it with no value.
+            if value.is_empty() && flags & dotl::XATTR_CREATE == 0 {
+                // Linux's client removes an attribute by setting it empty
+                // (with XATTR_REPLACE), as QEMU understands it.
                 return rustix::fs::removexattr(path.as_str(), name.as_str()).map_err(errno);
             }
             let f = rustix::fs::XattrFlags::from_bits_retain(flags);

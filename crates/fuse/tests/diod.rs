@@ -864,8 +864,15 @@ async fn through_the_mount(tag: &str, check: fn(&Sides)) {
         .attach_as("root", 0, diod.aname())
         .await
         .unwrap_or_else(|e| panic!("attach to {}: {e}; {}", diod.aname(), diod.log_text()));
-    let session = ninep_fuse::mount(fsys, &mnt, "ninep-diod-test", ninep_fuse::Cache::None)
-        .expect("mount (is /dev/fuse there and fusermount3 installed?)");
+    let session = ninep_fuse::mount(
+        fsys,
+        &mnt,
+        &ninep_fuse::Options {
+            source: "ninep-diod-test".into(),
+            ..Default::default()
+        },
+    )
+    .expect("mount (is /dev/fuse there and fusermount3 installed?)");
 
     let sides = Sides {
         mnt: mnt.clone(),

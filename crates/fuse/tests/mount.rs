@@ -22,7 +22,11 @@ impl Drop for Scene {
 }
 
 /// Serves a ramfs and mounts it; the session unmounts when dropped.
-async fn mounted(name: &str, cache: Cache) -> (Scene, PathBuf, fuser::BackgroundSession) {
+async fn mounted(
+    name: &str,
+    cache: Cache,
+    dialect: Dialect,
+) -> (Scene, PathBuf, fuser::BackgroundSession) {
     let base = std::env::temp_dir().join(format!("ninep-fuse-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("mnt")).unwrap();
@@ -35,7 +39,7 @@ async fn mounted(name: &str, cache: Cache) -> (Scene, PathBuf, fuser::Background
             .await
     });
     let options = Options {
-        dialect: Some(Dialect::L),
+        dialect: Some(dialect),
         ..Options::default()
     };
     let client = Client::connect_with(&addr.to_string(), options)
@@ -43,12 +47,20 @@ async fn mounted(name: &str, cache: Cache) -> (Scene, PathBuf, fuser::Background
         .unwrap();
     let fsys = client.attach_as("root", 0, "").await.unwrap();
     let mnt = base.join("mnt");
-    let session = ninep_fuse::mount(fsys, &mnt, "ninep-test", cache)
-        .expect("mount (is /dev/fuse there and fusermount3 installed?)");
+    let session = ninep_fuse::mount(
+        fsys,
+        &mnt,
+        &ninep_fuse::Options {
+            source: "ninep-test".into(),
+            cache,
+            ..Default::default()
+        },
+    )
+    .expect("mount (is /dev/fuse there and fusermount3 installed?)");
     (Scene { base }, mnt, session)
 }
 
-fn exercise(mnt: &Path) {
+fn exercise(mnt: &Path, dialect: Dialect) {
     // Files: create, write, read back, seek, append, truncate.
     let path = mnt.join("notes");
     std::fs::write(&path, "hello, fuse\n").unwrap();
@@ -83,17 +95,36 @@ fn exercise(mnt: &Path) {
     names.sort();
     let want: Vec<String> = (0..500).map(|i| format!("f{i:03}")).collect();
     assert_eq!(names, want);
-    std::fs::rename(mnt.join("notes"), mnt.join("dir/renamed")).unwrap();
+    // A 9P2000 wstat renames within a directory only.
+    let renamed = if dialect == Dialect::L {
+        "dir/renamed"
+    } else {
+        let across = std::fs::rename(mnt.join("notes"), mnt.join("dir/renamed"));
+        assert_eq!(across.unwrap_err().raw_os_error(), Some(18), "EXDEV");
+        "renamed"
+    };
+    std::fs::rename(mnt.join("notes"), mnt.join(renamed)).unwrap();
     assert!(!path.exists());
-    assert_eq!(std::fs::read(mnt.join("dir/renamed")).unwrap(), b"hello");
-    std::os::unix::fs::symlink("dir/renamed", mnt.join("link")).unwrap();
-    assert_eq!(
-        std::fs::read_link(mnt.join("link")).unwrap(),
-        Path::new("dir/renamed")
-    );
-    assert_eq!(std::fs::read(mnt.join("link")).unwrap(), b"hello");
-    std::fs::hard_link(mnt.join("dir/renamed"), mnt.join("hard")).unwrap();
-    assert_eq!(std::fs::read(mnt.join("hard")).unwrap(), b"hello");
+    assert_eq!(std::fs::read(mnt.join(renamed)).unwrap(), b"hello");
+    let linked = std::os::unix::fs::symlink(renamed, mnt.join("link"))
+        .and_then(|()| std::fs::hard_link(mnt.join(renamed), mnt.join("hard")));
+    if dialect == Dialect::Base {
+        // 9P2000 has no links of either kind.
+        assert_eq!(
+            linked.unwrap_err().kind(),
+            std::io::ErrorKind::PermissionDenied
+        );
+        std::fs::hard_link(mnt.join(renamed), mnt.join("hard")).unwrap_err();
+        std::fs::write(mnt.join("hard"), "hello").unwrap();
+    } else {
+        linked.unwrap();
+        assert_eq!(
+            std::fs::read_link(mnt.join("link")).unwrap(),
+            Path::new(renamed)
+        );
+        assert_eq!(std::fs::read(mnt.join("link")).unwrap(), b"hello");
+        assert_eq!(std::fs::read(mnt.join("hard")).unwrap(), b"hello");
+    }
     std::fs::set_permissions(mnt.join("hard"), std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(
         std::fs::metadata(mnt.join("hard"))
@@ -107,11 +138,20 @@ fn exercise(mnt: &Path) {
     for i in 0..500 {
         std::fs::remove_file(mnt.join(format!("dir/f{i:03}"))).unwrap();
     }
+    std::fs::write(mnt.join("dir/last"), "").unwrap();
     assert!(
         std::fs::remove_dir(mnt.join("dir")).is_err(),
-        "dir still holds renamed"
+        "dir still holds a file"
     );
-    std::fs::remove_file(mnt.join("dir/renamed")).unwrap();
+    assert_eq!(
+        std::fs::remove_file(mnt.join("dir"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(21),
+        "EISDIR"
+    );
+    std::fs::remove_file(mnt.join("dir/last")).unwrap();
+    std::fs::remove_file(mnt.join(renamed)).unwrap();
     std::fs::remove_dir(mnt.join("dir")).unwrap();
     assert_eq!(
         std::fs::read_to_string(mnt.join("nothing"))
@@ -126,14 +166,16 @@ fn exercise(mnt: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_and_directories_through_the_mount() {
-    for (name, cache) in [
-        ("none", Cache::None),
-        ("strict", Cache::Strict),
-        ("loose", Cache::Loose),
+    for (name, cache, dialect) in [
+        ("none", Cache::None, Dialect::L),
+        ("strict", Cache::Strict, Dialect::L),
+        ("loose", Cache::Loose, Dialect::L),
+        ("u", Cache::Strict, Dialect::U),
+        ("base", Cache::Strict, Dialect::Base),
     ] {
-        let (_scene, mnt, session) = mounted(name, cache).await;
+        let (_scene, mnt, session) = mounted(name, cache, dialect).await;
         let at = mnt.clone();
-        tokio::task::spawn_blocking(move || exercise(&at))
+        tokio::task::spawn_blocking(move || exercise(&at, dialect))
             .await
             .unwrap();
         drop(session);
@@ -146,7 +188,7 @@ async fn files_and_directories_through_the_mount() {
 /// holds, and dropped when the file changes behind the mount.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_cache_sees_changes_made_elsewhere() {
-    let (scene, mnt, session) = mounted("strict-change", Cache::Strict).await;
+    let (scene, mnt, session) = mounted("strict-change", Cache::Strict, Dialect::L).await;
     let addr = format!("unix!{}", scene.base.join("sock").display());
     let path = mnt.join("shared");
     let at = path.clone();

@@ -77,6 +77,7 @@ const TABLE: &[(u32, &str, &str)] = &[
     (104, "connection reset", "Connection reset by peer"),
     (107, "not connected", "Transport endpoint is not connected"),
     (110, "timed out", "Connection timed out"),
+    (116, "stale file handle", "Stale file handle"),
     (122, "disk quota exceeded", "Disk quota exceeded"),
 ];
 
@@ -98,6 +99,8 @@ impl Errno {
     pub const EMFILE: Errno = Errno(24);
     pub const EFBIG: Errno = Errno(27);
     pub const ENOSPC: Errno = Errno(28);
+    pub const ERANGE: Errno = Errno(34);
+    pub const ENOLCK: Errno = Errno(37);
     pub const EROFS: Errno = Errno(30);
     pub const ENAMETOOLONG: Errno = Errno(36);
     pub const ENOSYS: Errno = Errno(38);
@@ -109,6 +112,7 @@ impl Errno {
     pub const EMSGSIZE: Errno = Errno(90);
     pub const EOPNOTSUPP: Errno = Errno(95);
     pub const ENOTCONN: Errno = Errno(107);
+    pub const ESTALE: Errno = Errno(116);
 
     /// The error string a 9P2000 server sends for this errno.
     pub fn ename(self) -> &'static str {

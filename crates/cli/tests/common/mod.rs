@@ -35,9 +35,17 @@ pub fn is_mounted(dir: &Path) -> bool {
 /// Starts `ninep serve ramfs` on the unix socket `sock` and waits until
 /// it listens; the server is killed when the handle drops.
 pub async fn serve_ramfs(sock: &Path) -> Child {
+    serve(sock, &["ramfs"]).await
+}
+
+/// Starts `ninep serve ARGS...` (a tree and its flags) on the unix socket
+/// `sock` and waits until it listens; killed when the handle drops.
+pub async fn serve(sock: &Path, args: &[&str]) -> Child {
     let addr = format!("unix!{}", sock.display());
     let child = Command::new(NINEP)
-        .args(["serve", "ramfs", "--listen", &addr])
+        .arg("serve")
+        .args(args)
+        .args(["--listen", &addr])
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()

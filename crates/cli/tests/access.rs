@@ -1,0 +1,224 @@
+//! `ninep mount` of a host directory exported by `ninep serve`: per-user
+//! attaches (the server, not the mount, decides who may do what), record
+//! locks and extended attributes carried to the server, background mode.
+//!
+//! Run as root: the tests act as other users with setpriv and export with
+//! --multiuser, which only root may serve.
+
+use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rustix::fs::FlockOperation;
+
+mod common;
+use common::{NINEP, is_mounted, serve};
+
+/// A scratch directory with an exported tree `x` and mount points.
+struct Scene {
+    dir: PathBuf,
+}
+
+impl Scene {
+    fn new(name: &str) -> Scene {
+        let dir = std::env::temp_dir().join(format!("ninep-access-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("x")).unwrap();
+        // Everyone may pass through and create in the export, as in /tmp.
+        for (path, mode) in [(&dir, 0o755), (&dir.join("x"), 0o1777)] {
+            rustix::fs::chmod(path, rustix::fs::Mode::from_raw_mode(mode)).unwrap();
+        }
+        Scene { dir }
+    }
+
+    fn export(&self) -> PathBuf {
+        self.dir.join("x")
+    }
+
+    fn sock(&self) -> PathBuf {
+        self.dir.join("sock")
+    }
+
+    fn addr(&self) -> String {
+        format!("unix!{}", self.sock().display())
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A mount made with `ninep mount --background`: unmounted, and its process
+/// stopped, when dropped.
+struct Background {
+    mnt: PathBuf,
+    pid: i32,
+}
+
+impl Background {
+    fn mount(addr: &str, mnt: &Path, flags: &[&str]) -> Background {
+        std::fs::create_dir_all(mnt).unwrap();
+        let out = Command::new(NINEP)
+            .args(["mount", "--background", "-a", addr])
+            .args(["--uname", "root", "--n-uname", "0"])
+            .args(flags)
+            .arg(mnt)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "ninep mount --background: {said}");
+        // Returned only once mounted.
+        assert!(is_mounted(mnt), "not mounted on return: {said}");
+        let pid = said
+            .split("pid ")
+            .nth(1)
+            .and_then(|s| s.trim().trim_end_matches(')').parse().ok())
+            .unwrap_or_else(|| panic!("no pid in {said:?}"));
+        Background {
+            mnt: mnt.to_owned(),
+            pid,
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg(&self.mnt)
+            .status();
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
+}
+
+/// Runs `sh -c script` as uid and gid `id` (no supplementary groups).
+fn sh_as(id: u32, script: &str) -> std::process::Output {
+    Command::new("setpriv")
+        .args([
+            &format!("--reuid={id}"),
+            &format!("--regid={id}"),
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ])
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn each_user_acts_as_themselves() {
+    let scene = Scene::new("users");
+    let _server = serve(
+        &scene.sock(),
+        &[scene.export().to_str().unwrap(), "--multiuser"],
+    )
+    .await;
+    let m = Background::mount(&scene.addr(), &scene.dir.join("mnt"), &["--access", "user"]);
+    let mnt = m.mnt.display();
+
+    // Files a user makes are theirs on the host.
+    let out = sh_as(
+        4242,
+        &format!("echo one > {mnt}/mine && mkdir {mnt}/private && chmod 700 {mnt}/private"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["mine", "private"] {
+        let meta = std::fs::metadata(scene.export().join(name)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (4242, 4242), "{name}");
+    }
+
+    // Another user may read but not write the first one's file, may not
+    // enter their private directory, and may not remove their file from a
+    // sticky directory; the refusals come from the server.
+    let other = |script: &str| sh_as(4343, &format!("cd {mnt} && {script}"));
+    assert_eq!(String::from_utf8_lossy(&other("cat mine").stdout), "one\n");
+    for script in ["echo two >> mine", "ls private", "rm -f mine"] {
+        let out = other(script);
+        assert!(!out.status.success(), "{script} succeeded as another user");
+    }
+    assert!(other("echo theirs > own").status.success());
+    assert_eq!(
+        std::fs::metadata(scene.export().join("own")).unwrap().uid(),
+        4343
+    );
+    assert_eq!(
+        std::fs::read_to_string(scene.export().join("mine")).unwrap(),
+        "one\n"
+    );
+
+    // Root is root.
+    std::fs::write(m.mnt.join("private/root-was-here"), "").unwrap();
+    let meta = std::fs::metadata(scene.export().join("private/root-was-here")).unwrap();
+    assert_eq!(meta.uid(), 0);
+}
+
+#[tokio::test]
+async fn record_locks_and_xattrs_reach_the_server() {
+    let scene = Scene::new("locks");
+    let _server = serve(&scene.sock(), &[scene.export().to_str().unwrap()]).await;
+    // Two mounts, two connections: only the server can see both sides.
+    let a = Background::mount(&scene.addr(), &scene.dir.join("a"), &[]);
+    let b = Background::mount(&scene.addr(), &scene.dir.join("b"), &[]);
+    std::fs::write(a.mnt.join("shared"), "data").unwrap();
+
+    let open = |m: &Background| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(m.mnt.join("shared"))
+            .unwrap()
+    };
+    let (fa, fb) = (open(&a), open(&b));
+    rustix::fs::fcntl_lock(fa.as_fd(), FlockOperation::NonBlockingLockExclusive).unwrap();
+    assert_eq!(
+        rustix::fs::fcntl_lock(fb.as_fd(), FlockOperation::NonBlockingLockShared),
+        Err(rustix::io::Errno::AGAIN),
+        "a lock held through one mount must stop the other"
+    );
+    // Closing the holder's file drops its locks.
+    drop(fa);
+    rustix::fs::fcntl_lock(fb.as_fd(), FlockOperation::NonBlockingLockExclusive).unwrap();
+    rustix::fs::fcntl_lock(fb.as_fd(), FlockOperation::NonBlockingUnlock).unwrap();
+    drop(fb);
+
+    // Attributes set through one mount are on the host and seen by the other.
+    let at_a = a.mnt.join("shared");
+    rustix::fs::setxattr(
+        &at_a,
+        "user.colour",
+        b"blue",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    let mut buf = [0u8; 64];
+    let n = rustix::fs::getxattr(scene.export().join("shared"), "user.colour", &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"blue");
+    let n = rustix::fs::getxattr(b.mnt.join("shared"), "user.colour", &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"blue");
+    let n = rustix::fs::listxattr(b.mnt.join("shared"), &mut buf).unwrap();
+    assert!(
+        buf[..n]
+            .split(|&c| c == 0)
+            .any(|name| name == b"user.colour")
+    );
+    // A buffer too small is ERANGE; a missing name ENODATA.
+    assert_eq!(
+        rustix::fs::getxattr(&at_a, "user.colour", &mut buf[..2]),
+        Err(rustix::io::Errno::RANGE)
+    );
+    rustix::fs::removexattr(&at_a, "user.colour").unwrap();
+    assert_eq!(
+        rustix::fs::getxattr(scene.export().join("shared"), "user.colour", &mut buf),
+        Err(rustix::io::Errno::NODATA)
+    );
+}

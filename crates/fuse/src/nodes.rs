@@ -1,0 +1,204 @@
+//! Inode numbers, where each file was last seen, and the fids behind them.
+//!
+//! A fid carries the identity of the attach it descends from, so a file
+//! reached by one user cannot be used by another: each node keeps one walked
+//! fid per user. A user who has none yet walks one from their own attach
+//! along the file's path, rebuilt from the parent and name every lookup and
+//! rename records.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ninep_client::Fid;
+use ninep_wire::{Name, Qid};
+
+pub(crate) const ROOT: u64 = fuser::FUSE_ROOT_ID;
+
+struct Node {
+    /// Walked (never opened) fids on the file, by the uid that owns them.
+    fids: HashMap<u32, Arc<Fid>>,
+    /// The directory and name the file was last found by; `None` for the
+    /// root and for files whose last known name is gone.
+    place: Option<(u64, Name)>,
+    /// The kernel's lookup count; the node goes when it drops to zero.
+    lookups: u64,
+}
+
+pub(crate) struct Nodes {
+    by_ino: HashMap<u64, Node>,
+    /// (directory, name) -> ino: the inverse of each node's place.
+    by_place: HashMap<(u64, Name), u64>,
+    /// qid.path -> ino, kept for good so a file keeps its number.
+    ino_of: HashMap<u64, u64>,
+    /// ino -> the qid.version its cached pages belong to.
+    cached_version: HashMap<u64, u32>,
+    next_ino: u64,
+}
+
+impl Nodes {
+    pub fn new(uid: u32, root: Fid) -> Nodes {
+        let mut nodes = Nodes {
+            by_ino: HashMap::new(),
+            by_place: HashMap::new(),
+            ino_of: HashMap::new(),
+            cached_version: HashMap::new(),
+            next_ino: ROOT + 1,
+        };
+        nodes.ino_of.insert(root.qid().path, ROOT);
+        let node = Node {
+            fids: HashMap::from([(uid, Arc::new(root))]),
+            place: None,
+            lookups: 1,
+        };
+        nodes.by_ino.insert(ROOT, node);
+        nodes
+    }
+
+    /// The inode number of the file with `qid`, made on first sight.
+    pub fn ino(&mut self, qid: Qid) -> u64 {
+        let next = &mut self.next_ino;
+        *self.ino_of.entry(qid.path).or_insert_with(|| {
+            *next += 1;
+            *next - 1
+        })
+    }
+
+    pub fn exists(&self, ino: u64) -> bool {
+        self.by_ino.contains_key(&ino)
+    }
+
+    pub fn fid(&self, ino: u64, uid: u32) -> Option<Arc<Fid>> {
+        self.by_ino.get(&ino)?.fids.get(&uid).cloned()
+    }
+
+    /// The names that lead from the root to `ino`, if they are all known.
+    pub fn path(&self, mut ino: u64) -> Option<Vec<Name>> {
+        let mut names = Vec::new();
+        while ino != ROOT {
+            let (parent, name) = self.by_ino.get(&ino)?.place.clone()?;
+            names.push(name);
+            ino = parent;
+            if names.len() > self.by_ino.len() {
+                return None; // a cycle: the table is out of date
+            }
+        }
+        names.reverse();
+        Some(names)
+    }
+
+    /// The directory `ino` was found in, for `..` in listings.
+    pub fn parent(&self, ino: u64) -> u64 {
+        self.by_ino
+            .get(&ino)
+            .and_then(|n| n.place.as_ref())
+            .map_or(ROOT, |p| p.0)
+    }
+
+    /// Records a lookup of `name` in `parent` that walked `fid` as `uid`.
+    /// The new fid replaces the user's older one: on servers whose fids
+    /// name paths (diod), a fid from before a rename names nothing now.
+    pub fn found(&mut self, ino: u64, parent: u64, name: Name, uid: u32, fid: Fid) {
+        let node = self.by_ino.entry(ino).or_insert_with(|| Node {
+            fids: HashMap::new(),
+            place: None,
+            lookups: 0,
+        });
+        node.lookups += 1;
+        node.fids.insert(uid, Arc::new(fid));
+        if ino != ROOT {
+            self.place(ino, Some((parent, name)));
+        }
+    }
+
+    /// Moves `ino` to `place`, keeping the index in step.
+    fn place(&mut self, ino: u64, place: Option<(u64, Name)>) {
+        let Some(node) = self.by_ino.get_mut(&ino) else {
+            return;
+        };
+        let old = std::mem::replace(&mut node.place, place.clone());
+        if let Some(old) = old
+            && self.by_place.get(&old) == Some(&ino)
+        {
+            self.by_place.remove(&old);
+        }
+        if let Some(new) = place {
+            self.by_place.insert(new, ino);
+        }
+    }
+
+    /// Keeps a fid walked for another user; false if the node went meanwhile.
+    pub fn add_fid(&mut self, ino: u64, uid: u32, fid: Arc<Fid>) -> bool {
+        match self.by_ino.get_mut(&ino) {
+            Some(node) => {
+                node.fids.entry(uid).or_insert(fid);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The kernel forgets `n` lookups; the last one clunks the fids.
+    pub fn forget(&mut self, ino: u64, n: u64) {
+        if ino == ROOT {
+            return;
+        }
+        if let Some(node) = self.by_ino.get_mut(&ino) {
+            node.lookups = node.lookups.saturating_sub(n);
+            if node.lookups == 0 {
+                self.place(ino, None);
+                self.by_ino.remove(&ino);
+                self.cached_version.remove(&ino);
+            }
+        }
+    }
+
+    /// `name` in `parent` is gone (unlinked, or replaced by a rename).
+    pub fn unlinked(&mut self, parent: u64, name: &Name) {
+        if let Some(ino) = self.by_place.get(&(parent, name.clone())).copied() {
+            self.place(ino, None);
+        }
+    }
+
+    /// `name` in `parent` is now `newname` in `newparent`. The moved file's
+    /// fids, and those of everything below it, are dropped: on servers whose
+    /// fids name paths they name nothing now, and new ones are walked by
+    /// the new path when next needed.
+    pub fn renamed(&mut self, parent: u64, name: &Name, newparent: u64, newname: &Name) {
+        let Some(moved) = self.by_place.get(&(parent, name.clone())).copied() else {
+            return;
+        };
+        self.unlinked(newparent, newname);
+        self.place(moved, Some((newparent, newname.clone())));
+        let below: Vec<u64> = self
+            .by_ino
+            .keys()
+            .copied()
+            .filter(|&ino| self.is_within(ino, moved))
+            .collect();
+        for ino in below {
+            if let Some(node) = self.by_ino.get_mut(&ino) {
+                node.fids.clear();
+            }
+        }
+    }
+
+    /// True if `ino` is `top` or inside it.
+    fn is_within(&self, mut ino: u64, top: u64) -> bool {
+        for _ in 0..=self.by_ino.len() {
+            if ino == top {
+                return true;
+            }
+            match self.by_ino.get(&ino).and_then(|n| n.place.as_ref()) {
+                Some((parent, _)) => ino = *parent,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// Notes that the page cache of `ino` now holds `version`'s contents;
+    /// true if it held them already.
+    pub fn keep_cache(&mut self, ino: u64, version: u32) -> bool {
+        self.cached_version.insert(ino, version) == Some(version)
+    }
+}
