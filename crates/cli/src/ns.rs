@@ -89,17 +89,33 @@ pub fn parse(text: &str) -> Result<Vec<Entry>> {
     Ok(entries)
 }
 
-/// Enters a private mount name space. Must run before any other thread
-/// exists: a mount name space belongs to the threads that unshare it.
+/// Enters a private mount name space, inside a new user name space when
+/// not root (where this process holds the rights to mount that root would,
+/// over this name space only, and everyone keeps their own ids). Must run
+/// before any other thread exists: a name space belongs to the threads that
+/// unshare it.
 pub fn enter() -> Result<()> {
-    if !rustix::process::geteuid().is_root() {
-        bail!("ninep ns needs root for now");
-    }
+    use rustix::thread::UnshareFlags;
+    let (uid, gid) = (rustix::process::getuid(), rustix::process::getgid());
+    let flags = if uid.is_root() {
+        UnshareFlags::NEWNS
+    } else {
+        UnshareFlags::NEWUSER | UnshareFlags::NEWNS
+    };
     // The process is still single-threaded here (no runtime has started),
-    // which is what makes unsharing the name space sound.
+    // which is what makes unsharing sound.
     #[allow(deprecated)]
-    rustix::thread::unshare(rustix::thread::UnshareFlags::NEWNS)
-        .context("unshare the mount name space")?;
+    rustix::thread::unshare(flags).context("unshare the mount name space")?;
+    if !uid.is_root() {
+        // The user is themselves inside; no group may be dropped to gain access.
+        let write = |file: &str, text: String| {
+            std::fs::write(format!("/proc/self/{file}"), text)
+                .with_context(|| format!("writing /proc/self/{file}"))
+        };
+        write("setgroups", "deny".into())?;
+        write("uid_map", format!("{0} {0} 1\n", uid.as_raw()))?;
+        write("gid_map", format!("{0} {0} 1\n", gid.as_raw()))?;
+    }
     // Nothing done here may propagate back out.
     use rustix::mount::{MountPropagationFlags, mount_change};
     mount_change(
