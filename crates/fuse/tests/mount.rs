@@ -125,6 +125,21 @@ fn exercise(mnt: &Path, dialect: Dialect) {
         assert_eq!(std::fs::read(mnt.join("link")).unwrap(), b"hello");
         assert_eq!(std::fs::read(mnt.join("hard")).unwrap(), b"hello");
     }
+    if dialect == Dialect::L {
+        // Every name of a file shows its link count at once after link,
+        // unlink and rename, even where attributes are cached.
+        use std::os::unix::fs::MetadataExt;
+        let nlink = |p: &str| std::fs::metadata(mnt.join(p)).unwrap().nlink();
+        assert_eq!((nlink(renamed), nlink("hard")), (2, 2));
+        std::fs::hard_link(mnt.join("hard"), mnt.join("third")).unwrap();
+        assert_eq!((nlink(renamed), nlink("hard"), nlink("third")), (3, 3, 3));
+        std::fs::remove_file(mnt.join("third")).unwrap();
+        assert_eq!((nlink(renamed), nlink("hard")), (2, 2));
+        std::fs::rename(mnt.join("hard"), mnt.join("moved")).unwrap();
+        assert!(!mnt.join("hard").exists());
+        assert_eq!((nlink(renamed), nlink("moved")), (2, 2));
+        std::fs::rename(mnt.join("moved"), mnt.join("hard")).unwrap();
+    }
     std::fs::set_permissions(mnt.join("hard"), std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(
         std::fs::metadata(mnt.join("hard"))
