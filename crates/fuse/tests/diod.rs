@@ -842,6 +842,11 @@ fn remove_tree(s: &Sides, rel: &str) {
 /// mount as on the host. A hung call fails the test after a while instead
 /// of hanging it.
 async fn through_the_mount(tag: &str, check: fn(&Sides)) {
+    mount_and_check(tag, check, false).await;
+}
+
+/// As [`through_the_mount`]; `per_user`: with an attach per calling user.
+async fn mount_and_check(tag: &str, check: fn(&Sides), per_user: bool) {
     let diod = diod_server::start(&format!("fuse-{tag}"));
     let base = std::env::temp_dir().join(format!("ninep-fuse-diod-{}-{tag}", std::process::id()));
     let _ = fs::remove_dir_all(&base);
@@ -869,6 +874,14 @@ async fn through_the_mount(tag: &str, check: fn(&Sides)) {
         &mnt,
         &ninep_fuse::Options {
             source: "ninep-diod-test".into(),
+            access: if per_user {
+                ninep_fuse::Access::User {
+                    aname: diod.aname().into(),
+                    uid: 0,
+                }
+            } else {
+                ninep_fuse::Access::Single
+            },
             ..Default::default()
         },
     )
@@ -900,6 +913,40 @@ async fn through_the_mount(tag: &str, check: fn(&Sides)) {
     // Unmounted: the mount point is an empty directory again.
     assert_eq!(fs::read_dir(&mnt).unwrap().count(), 0);
     diod.check_log();
+}
+
+/// Each user acts as themselves: diod, not the mount, decides what they may
+/// do (with an attach per user).
+fn users(s: &Sides) {
+    fs::set_permissions(&s.host, fs::Permissions::from_mode(0o1777)).unwrap();
+    let as_user = |id: u32, script: &str| {
+        std::process::Command::new("setpriv")
+            .args([&format!("--reuid={id}"), &format!("--regid={id}")])
+            .args(["--clear-groups", "sh", "-c"])
+            .arg(format!("cd {} && {script}", s.mnt.display()))
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(as_user(
+        4242,
+        "echo one > mine && mkdir private && chmod 700 private"
+    ));
+    for name in ["mine", "private"] {
+        let meta = fs::metadata(s.h(name)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (4242, 4242), "{name}");
+    }
+    for script in ["echo two >> mine", "ls private", "rm -f mine"] {
+        assert!(!as_user(4343, script), "{script} succeeded as another user");
+    }
+    assert!(as_user(4343, "cat mine >/dev/null && echo theirs > own"));
+    assert_eq!(fs::metadata(s.h("own")).unwrap().uid(), 4343);
+    s.contents_on_host("mine", b"one\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn diod_mounted_per_user() {
+    mount_and_check("per-user", users, true).await;
 }
 
 /// One test, with its own diod and mount, for each check above.
