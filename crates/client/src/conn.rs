@@ -2,8 +2,11 @@
 //! write requests and route replies back to whoever is waiting.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -146,6 +149,13 @@ impl Inner {
     /// Sends a request and waits for its reply. An error reply becomes
     /// [`Error::Remote`]. Dropping the future flushes the request.
     pub(crate) async fn rpc(self: &Arc<Self>, msg: Msg) -> Result<Msg, Error> {
+        self.start(msg)?.await
+    }
+
+    /// Sends a request now and returns its reply to come: many requests can
+    /// be started before any is awaited. Dropping the [`Reply`] unanswered
+    /// flushes the request.
+    pub(crate) fn start(self: &Arc<Self>, msg: Msg) -> Result<Reply, Error> {
         let (tx, rx) = oneshot::channel();
         let tag = {
             let mut state = self.lock();
@@ -158,39 +168,19 @@ impl Inner {
             tag
         };
         let want = msg.ty() + 1;
-        let mut guard = FlushOnDrop {
-            inner: self.clone(),
-            tag,
-            armed: true,
-        };
         if let Err(e) = self.send(&Fcall { tag, msg }) {
-            guard.armed = false;
             self.release(tag);
             return Err(e);
         }
-        let reply = rx.await.map_err(|_| Error::Closed);
-        guard.armed = false;
-        let reply = reply??;
-        match reply {
-            Msg::Rerror(e) => Err(Error::Remote {
-                errno: if e.errno != 0 {
-                    Errno(e.errno)
-                } else {
-                    Errno::from_ename(&e.ename)
-                },
-                ename: e.ename,
-            }),
-            Msg::Rlerror(e) => Err(Error::Remote {
-                errno: Errno(e.ecode),
-                ename: Errno(e.ecode).ename().to_owned(),
-            }),
-            r if r.ty() == want => Ok(r),
-            r => Err(Error::protocol(format!(
-                "{} in reply to a T-message of type {}",
-                r.name(),
-                want - 1
-            ))),
-        }
+        Ok(Reply {
+            rx,
+            want,
+            guard: FlushOnDrop {
+                inner: self.clone(),
+                tag,
+                armed: true,
+            },
+        })
     }
 
     fn release(&self, tag: u16) {
@@ -317,6 +307,49 @@ impl Drop for FlushOnDrop {
         if self.armed {
             self.inner.flush(self.tag);
         }
+    }
+}
+
+/// The reply to a request already sent: a future of the reply message, of
+/// the type the request asked for, with error replies as [`Error::Remote`].
+pub(crate) struct Reply {
+    rx: oneshot::Receiver<Result<Msg, Error>>,
+    /// The type number of the expected reply.
+    want: u8,
+    guard: FlushOnDrop,
+}
+
+impl Future for Reply {
+    type Output = Result<Msg, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let reply = ready!(Pin::new(&mut self.rx).poll(cx)).map_err(|_| Error::Closed);
+        self.guard.armed = false;
+        Poll::Ready(check_reply(reply?, self.want))
+    }
+}
+
+/// A reply message as the answer to a request whose reply type is `want`.
+fn check_reply(reply: Result<Msg, Error>, want: u8) -> Result<Msg, Error> {
+    match reply? {
+        Msg::Rerror(e) => Err(Error::Remote {
+            errno: if e.errno != 0 {
+                Errno(e.errno)
+            } else {
+                Errno::from_ename(&e.ename)
+            },
+            ename: e.ename,
+        }),
+        Msg::Rlerror(e) => Err(Error::Remote {
+            errno: Errno(e.ecode),
+            ename: Errno(e.ecode).ename().to_owned(),
+        }),
+        r if r.ty() == want => Ok(r),
+        r => Err(Error::protocol(format!(
+            "{} in reply to a T-message of type {}",
+            r.name(),
+            want - 1
+        ))),
     }
 }
 

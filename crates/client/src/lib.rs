@@ -21,9 +21,12 @@ mod error;
 mod file;
 mod fsys;
 mod info;
+mod transfer;
+mod window;
 
 pub use conn::{Client, Options};
 pub use error::Error;
 pub use file::File;
 pub use fsys::{Fid, Fsys};
 pub use info::{DirEntry, FileInfo};
+pub use transfer::{Mode, RangeRead, RangeWrite, Transfer};
