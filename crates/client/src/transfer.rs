@@ -10,8 +10,12 @@
 //! Anything else is read and written one request at a time, whatever the
 //! caller asked for.
 //!
+//! Where the server agreed to the stream extension (docs/streams.md), a
+//! transfer can instead be one stream: a Tsread or Tswrite whose data flows
+//! on one tag, as fast as the credit (the window) allows, for any file.
+//!
 //! Cancel safety: dropping a [`RangeRead`] or [`RangeWrite`] flushes the
-//! requests it has in flight.
+//! requests (or the stream) it has in flight.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -23,6 +27,7 @@ use futures::stream::FuturesUnordered;
 use ninep_wire::consts::{mode, unix};
 use ninep_wire::*;
 
+use crate::conn::Replies;
 use crate::error::Error;
 use crate::file::File;
 use crate::window::{Sent, Window};
@@ -30,19 +35,24 @@ use crate::window::{Sent, Window};
 /// How a transfer moves data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Pipelined where that is safe, else one request at a time.
+    /// Streamed if the server agreed to the stream extension, else
+    /// pipelined where that is safe, else one request at a time.
     Auto,
     /// One request in flight at a time, as a simple program does it.
     OneAtATime,
     /// A window of requests in flight (if the file allows it).
     Pipelined,
+    /// The stream extension (docs/streams.md), if the server agreed to it;
+    /// else as [`Mode::Auto`].
+    Streamed,
 }
 
 /// How to run a transfer.
 #[derive(Debug, Clone, Copy)]
 pub struct Transfer {
     pub mode: Mode,
-    /// Most bytes in flight (and held for reassembly) at once.
+    /// Most bytes in flight (and held for reassembly) at once; for a
+    /// stream, the credit granted.
     pub max_window: u64,
 }
 
@@ -72,6 +82,10 @@ const START_REQUESTS: u64 = 4;
 async fn plan(file: &File, how: Transfer) -> Result<(Mode, u64), Error> {
     if how.mode == Mode::OneAtATime {
         return Ok((Mode::OneAtATime, 0));
+    }
+    // A stream means what one request at a time means, for any file.
+    if matches!(how.mode, Mode::Auto | Mode::Streamed) && file.fid().client().streams() {
+        return Ok((Mode::Streamed, 0));
     }
     let info = file.stat().await?;
     let qid = file.qid();
@@ -124,6 +138,8 @@ pub struct RangeRead<'f> {
     arrived: BTreeMap<u64, ReadPiece>,
     arrived_bytes: u64,
     finished: bool,
+    /// The stream, when the transfer is one.
+    stream: Option<StreamRead>,
 }
 
 impl std::fmt::Debug for RangeRead<'_> {
@@ -146,6 +162,10 @@ impl<'f> RangeRead<'f> {
     ) -> Result<RangeRead<'f>, Error> {
         let (mode, size) = plan(file, how).await?;
         let chunk = file.iounit();
+        let stream = match mode {
+            Mode::Streamed => Some(StreamRead::start(file, offset, len, how.max_window)?),
+            _ => None,
+        };
         Ok(RangeRead {
             file,
             mode,
@@ -160,6 +180,7 @@ impl<'f> RangeRead<'f> {
             arrived: BTreeMap::new(),
             arrived_bytes: 0,
             finished: false,
+            stream,
         })
     }
 
@@ -177,6 +198,11 @@ impl<'f> RangeRead<'f> {
     /// file). Pieces are never empty and come in order; an error ends the
     /// transfer exactly at the offset where it happened.
     pub async fn next(&mut self) -> Result<Option<Bytes>, Error> {
+        if let Some(stream) = &mut self.stream {
+            let piece = stream.next().await?;
+            self.deliver += piece.as_ref().map_or(0, |p| p.len() as u64);
+            return Ok(piece);
+        }
         loop {
             if self.finished || self.end == Some(self.deliver) {
                 self.finish();
@@ -289,6 +315,8 @@ pub struct RangeWrite<'f> {
     window: Window,
     inflight: FuturesUnordered<BoxFuture<'static, WritePiece>>,
     inflight_bytes: u64,
+    /// The stream, when the transfer is one.
+    stream: Option<StreamWrite>,
 }
 
 impl std::fmt::Debug for RangeWrite<'_> {
@@ -308,6 +336,10 @@ impl<'f> RangeWrite<'f> {
         how: Transfer,
     ) -> Result<RangeWrite<'f>, Error> {
         let (mode, _) = plan(file, how).await?;
+        let stream = match mode {
+            Mode::Streamed => Some(StreamWrite::start(file, offset)?),
+            _ => None,
+        };
         Ok(RangeWrite {
             file,
             mode,
@@ -316,6 +348,7 @@ impl<'f> RangeWrite<'f> {
             window: window(mode, file.iounit() as u64, how.max_window),
             inflight: FuturesUnordered::new(),
             inflight_bytes: 0,
+            stream,
         })
     }
 
@@ -328,6 +361,9 @@ impl<'f> RangeWrite<'f> {
     /// window is full. An error from any write in flight ends the transfer.
     pub async fn write(&mut self, mut data: Bytes) -> Result<(), Error> {
         let chunk = self.file.iounit() as usize;
+        if let Some(stream) = &mut self.stream {
+            return stream.write(data, chunk).await;
+        }
         while !data.is_empty() {
             let piece = data.split_to(chunk.min(data.len()));
             while self.inflight_bytes > 0
@@ -344,6 +380,9 @@ impl<'f> RangeWrite<'f> {
 
     /// Waits for every write in flight; returns the bytes written.
     pub async fn finish(mut self) -> Result<u64, Error> {
+        if let Some(stream) = self.stream.take() {
+            return stream.finish().await;
+        }
         while !self.inflight.is_empty() {
             self.complete_one().await?;
         }
@@ -389,5 +428,140 @@ impl<'f> RangeWrite<'f> {
             }
         }));
         Ok(())
+    }
+}
+
+/// A read stream: Tsread, then Rsread pieces as credit allows.
+struct StreamRead {
+    replies: Replies,
+    window: u64,
+    /// Bytes handed out and not yet granted again.
+    ungranted: u64,
+    done: bool,
+}
+
+impl StreamRead {
+    fn start(file: &File, offset: u64, len: Option<u64>, window: u64) -> Result<Self, Error> {
+        let window = window.clamp(file.iounit() as u64, u32::MAX as u64);
+        let msg = Tsread {
+            fid: file.fid().fid,
+            offset,
+            count: len.unwrap_or(u64::MAX),
+            credit: window as u32,
+        };
+        Ok(StreamRead {
+            replies: file.fid().client().inner.start_stream(msg.into())?,
+            window,
+            ungranted: 0,
+            done: false,
+        })
+    }
+
+    async fn next(&mut self) -> Result<Option<Bytes>, Error> {
+        if self.done {
+            return Ok(None);
+        }
+        let reply = match self.replies.try_next() {
+            Some(reply) => reply,
+            None => {
+                // Nothing left to hand out: grant what was consumed now, so
+                // that a server holding a smaller window never stalls.
+                self.grant()?;
+                self.replies.next().await
+            }
+        };
+        match reply {
+            Ok(Msg::Rsread(r)) if !r.data.is_empty() => {
+                self.ungranted += r.data.len() as u64;
+                // The low water mark: half the window consumed.
+                if self.ungranted >= self.window / 2 {
+                    self.grant()?;
+                }
+                Ok(Some(r.data))
+            }
+            other => {
+                self.done = true;
+                match other? {
+                    Msg::Rsread(_) => Ok(None),
+                    m => Err(Error::protocol(format!("{} in a read stream", m.name()))),
+                }
+            }
+        }
+    }
+
+    fn grant(&mut self) -> Result<(), Error> {
+        if self.ungranted > 0 {
+            let credit = self.ungranted as u32;
+            self.replies.send(Tscredit { credit }.into())?;
+            self.ungranted = 0;
+        }
+        Ok(())
+    }
+}
+
+/// A write stream: Tswrite, then Tsdata as the server's credit allows.
+struct StreamWrite {
+    replies: Replies,
+    credit: u64,
+}
+
+impl StreamWrite {
+    fn start(file: &File, offset: u64) -> Result<Self, Error> {
+        let msg = Tswrite {
+            fid: file.fid().fid,
+            offset,
+        };
+        Ok(StreamWrite {
+            replies: file.fid().client().inner.start_stream(msg.into())?,
+            credit: 0,
+        })
+    }
+
+    async fn write(&mut self, mut data: Bytes, piece: usize) -> Result<(), Error> {
+        while !data.is_empty() {
+            // Take what came (credit, or an error that ends the stream) ...
+            while let Some(reply) = self.replies.try_next() {
+                self.absorb(reply?)?;
+            }
+            // ... and wait only when there is no credit left.
+            while self.credit == 0 {
+                let reply = self.replies.next().await?;
+                self.absorb(reply)?;
+            }
+            let n = data.len().min(piece).min(self.credit as usize);
+            self.credit -= n as u64;
+            let data = data.split_to(n);
+            self.replies.send(Tsdata { data }.into())?;
+        }
+        Ok(())
+    }
+
+    fn absorb(&mut self, reply: Msg) -> Result<(), Error> {
+        match reply {
+            Msg::Rscredit(r) => {
+                self.credit += r.credit as u64;
+                Ok(())
+            }
+            m => Err(Error::protocol(format!(
+                "{} before the write stream ended",
+                m.name()
+            ))),
+        }
+    }
+
+    async fn finish(mut self) -> Result<u64, Error> {
+        self.replies.send(Tsdata { data: Bytes::new() }.into())?;
+        loop {
+            match self.replies.next().await? {
+                Msg::Rscredit(_) => {}
+                Msg::Rswrite(r) => return Ok(r.count),
+                m => {
+                    return Err(Error::protocol(format!(
+                        "{} ending a write stream",
+                        m.name()
+                    )));
+                }
+            }
+        }
     }
 }

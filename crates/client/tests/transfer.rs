@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use flaky::Flaky;
 use ninep_client::{Client, Error, File, Fsys, Mode, Options, Transfer};
-use ninep_server::Server;
+use ninep_server::{Limits, Server, StreamLimits};
 use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR, O_WRONLY};
 use ninep_wire::consts::mode::DMAPPEND;
 use ninep_wire::{Dialect, Errno};
@@ -23,8 +23,12 @@ use pattern::pattern;
 /// A client of `fs` over an in-memory stream, with a small msize so that a
 /// few MiB take hundreds of requests.
 async fn serve(fs: Flaky, dialect: Dialect) -> Fsys {
+    serve_with(fs, dialect, StreamLimits::default()).await
+}
+
+async fn serve_with(fs: Flaky, dialect: Dialect, streams: StreamLimits) -> Fsys {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
-    let server = Server::new(fs);
+    let server = Server::with_stream_limits(fs, Limits::default(), streams);
     tokio::spawn(async move {
         server
             .serve_stream(Box::new(theirs), std::future::pending())
@@ -71,7 +75,21 @@ async fn read_range(
     }
 }
 
-const MODES: [Mode; 3] = [Mode::OneAtATime, Mode::Pipelined, Mode::Auto];
+const MODES: [Mode; 4] = [
+    Mode::OneAtATime,
+    Mode::Pipelined,
+    Mode::Streamed,
+    Mode::Auto,
+];
+
+/// The mode a transfer asked to run in `mode` runs in against a server that
+/// speaks the stream extension, for a regular file.
+fn expected(mode: Mode) -> Mode {
+    match mode {
+        Mode::Auto => Mode::Streamed,
+        mode => mode,
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_files_arrive_byte_exact_in_every_mode() {
@@ -82,12 +100,7 @@ async fn large_files_arrive_byte_exact_in_every_mode() {
             let path = format!("big-{mode:?}");
             let file = fsys.create(&path, 0o644, O_RDWR).await.expect("create");
             let mut w = file.write_range(0, Transfer::new(mode)).await.unwrap();
-            let want = if mode == Mode::OneAtATime {
-                Mode::OneAtATime
-            } else {
-                Mode::Pipelined
-            };
-            assert_eq!(w.mode(), want, "{dialect} {mode:?}");
+            assert_eq!(w.mode(), expected(mode), "{dialect} {mode:?}");
             // Uneven pieces, so that writes straddle iounits.
             for piece in data.chunks(100_003) {
                 w.write(Bytes::copy_from_slice(piece)).await.expect("write");
@@ -281,4 +294,93 @@ async fn synthetic_files_are_never_pipelined() {
     let (got, end) = read_range(&file, 0, None, Transfer::default()).await;
     end.unwrap();
     assert_eq!(got, "0123456789".repeat(5000).into_bytes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_extension_streams_fall_back_to_pipelining() {
+    let off = StreamLimits {
+        streams: 0,
+        ..StreamLimits::default()
+    };
+    let fsys = serve_with(Flaky::new(), Dialect::L, off).await;
+    assert!(!fsys.client().streams());
+    let data = pattern(3 << 20 | 99);
+    let file = fsys.create("f", 0o644, O_RDWR).await.unwrap();
+    let mut w = file
+        .write_range(0, Transfer::new(Mode::Streamed))
+        .await
+        .unwrap();
+    assert_eq!(w.mode(), Mode::Pipelined);
+    w.write(Bytes::from(data.clone())).await.unwrap();
+    w.finish().await.unwrap();
+    for mode in [Mode::Streamed, Mode::Auto] {
+        let r = file.read_range(0, None, Transfer::new(mode)).await.unwrap();
+        assert_eq!(r.mode(), Mode::Pipelined);
+        drop(r);
+        let (got, end) = read_range(&file, 0, None, Transfer::new(mode)).await;
+        end.unwrap();
+        assert!(got == data);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_holds_the_server_to_its_window() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let fsys = serve(fs, Dialect::L).await;
+    let data = pattern(4 << 20);
+    write_file(&fsys, "f", &data).await;
+    let before = knobs.bytes_read.load(SeqCst);
+    let window = 256 * 1024;
+    let how = Transfer {
+        mode: Mode::Streamed,
+        max_window: window,
+    };
+    let file = fsys.open("f", O_RDONLY).await.unwrap();
+    let mut r = file.read_range(0, None, how).await.unwrap();
+    assert_eq!(r.mode(), Mode::Streamed);
+    let (mut consumed, mut most_ahead) = (0u64, 0u64);
+    let mut got = Vec::new();
+    while let Some(piece) = r.next().await.unwrap() {
+        consumed += piece.len() as u64;
+        got.extend_from_slice(&piece);
+        // Give the server every chance to run ahead.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let read = knobs.bytes_read.load(SeqCst) - before;
+        let ahead = read - consumed;
+        most_ahead = most_ahead.max(ahead);
+        assert!(
+            ahead <= window,
+            "the server read {read} bytes when {consumed} were consumed, window {window}"
+        );
+    }
+    assert!(got == data);
+    // The server did read ahead, as far as the window allowed.
+    assert!(most_ahead >= window / 2, "at most {most_ahead} bytes ahead");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_dropped_midway_is_flushed() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let fsys = serve(fs, Dialect::L).await;
+    let data = pattern(4 << 20);
+    write_file(&fsys, "f", &data).await;
+    knobs.delay_us.store(1000, SeqCst);
+    let file = fsys.open("f", O_RDONLY).await.unwrap();
+    let mut r = file
+        .read_range(0, None, Transfer::new(Mode::Streamed))
+        .await
+        .unwrap();
+    assert_eq!(r.mode(), Mode::Streamed);
+    let first = r.next().await.unwrap().unwrap();
+    assert!(first[..] == data[..first.len()]);
+    drop(r);
+    tokio::time::timeout(Duration::from_secs(10), fsys.client().idle())
+        .await
+        .expect("the stream was not flushed");
+    knobs.delay_us.store(0, SeqCst);
+    let (got, end) = read_range(&file, 0, None, Transfer::new(Mode::Streamed)).await;
+    end.unwrap();
+    assert!(got == data);
 }
