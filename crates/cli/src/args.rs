@@ -39,13 +39,18 @@ impl ServerArgs {
 
     /// Connects and attaches.
     pub async fn attach(&self) -> Result<Fsys> {
+        self.attach_to(&self.addr).await
+    }
+
+    /// Connects to `addr` rather than the address given, and attaches.
+    pub async fn attach_to(&self, addr: &str) -> Result<Fsys> {
         let options = Options {
             dialect: self.dialect,
             msize: self.msize,
         };
-        let client = Client::connect_with(&self.addr, options)
+        let client = Client::connect_with(addr, options)
             .await
-            .with_context(|| self.addr.clone())?;
+            .with_context(|| addr.to_owned())?;
         Ok(client
             .attach_as(&self.uname, self.n_uname(), &self.aname)
             .await?)
