@@ -1,5 +1,6 @@
 //! Decodes one untrusted frame. The first byte picks the dialect (byte % 3:
-//! 9P2000, 9P2000.u, 9P2000.L), the rest is the frame.
+//! 9P2000, 9P2000.u, 9P2000.L) and whether the stream extension was
+//! negotiated (byte / 3 odd), the rest is the frame.
 //!
 //! Decoding must never panic; whatever decodes must encode back to exactly
 //! the same bytes (whole, and as head + uncopied payload) and print as one
@@ -10,7 +11,7 @@
 
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use ninep_wire::{Dialect, Dirent, Fcall, Header, Msg, Stat};
+use ninep_wire::{Dialect, Dirent, Fcall, Header, Msg, Protocol, Stat};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, frame)) = data.split_first() else {
@@ -21,10 +22,14 @@ fuzz_target!(|data: &[u8]| {
         1 => Dialect::U,
         _ => Dialect::L,
     };
+    let protocol = Protocol {
+        dialect,
+        streams: (selector / 3) % 2 == 1,
+    };
     let frame = Bytes::copy_from_slice(frame);
     let header = Header::decode(&frame);
 
-    let fcall = match Fcall::decode(frame.clone(), dialect) {
+    let fcall = match Fcall::decode(frame.clone(), protocol) {
         Ok(fcall) => fcall,
         Err(e) => {
             assert!(e.offset <= frame.len(), "{e} is outside the frame");
@@ -40,11 +45,11 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(h.size as usize, frame.len());
     assert_eq!((h.ty, h.tag), (fcall.msg.ty(), fcall.tag));
 
-    let again = fcall.to_bytes(dialect).expect("a decoded message encodes");
+    let again = fcall.to_bytes(protocol).expect("a decoded message encodes");
     assert_eq!(again, frame, "{fcall} re-encodes differently");
     let mut head = BytesMut::new();
     let tail = fcall
-        .encode_head(dialect, &mut head)
+        .encode_head(protocol, &mut head)
         .expect("a decoded message encodes");
     assert_eq!(tail.as_ref(), fcall.msg.payload());
     head.extend_from_slice(tail.as_deref().unwrap_or_default());

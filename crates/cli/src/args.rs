@@ -39,18 +39,24 @@ impl ServerArgs {
 
     /// Connects and attaches.
     pub async fn attach(&self) -> Result<Fsys> {
-        self.attach_as(self.n_uname()).await
+        self.attach_to(&self.addr, self.n_uname()).await
     }
 
     /// Connects and attaches with the numeric user id `n_uname`.
     pub async fn attach_as(&self, n_uname: u32) -> Result<Fsys> {
+        self.attach_to(&self.addr, n_uname).await
+    }
+
+    /// Connects to `addr` rather than the address given, and attaches with
+    /// the numeric user id `n_uname`.
+    pub async fn attach_to(&self, addr: &str, n_uname: u32) -> Result<Fsys> {
         let options = Options {
             dialect: self.dialect,
             msize: self.msize,
         };
-        let client = Client::connect_with(&self.addr, options)
+        let client = Client::connect_with(addr, options)
             .await
-            .with_context(|| self.addr.clone())?;
+            .with_context(|| addr.to_owned())?;
         Ok(client.attach_as(&self.uname, n_uname, &self.aname).await?)
     }
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use bytes::BytesMut;
 use ninep_transport::FrameCodec;
-use ninep_wire::{Dialect, Fcall, Msg};
+use ninep_wire::{Dialect, Fcall, Msg, Protocol, STREAM_SUFFIX};
 use tokio_util::codec::Decoder;
 
 #[derive(clap::Args)]
@@ -18,21 +18,29 @@ pub struct Args {
     /// Input is hex text (whitespace and `#` comments ignored), not raw bytes.
     #[arg(long)]
     hex: bool,
-    /// Dialect to decode in: 9P2000, 9P2000.u, 9P2000.L, or auto (start in
-    /// 9P2000 and follow Tversion/Rversion in the stream).
+    /// Dialect to decode in: 9P2000, 9P2000.u, 9P2000.L, any of them with
+    /// `.stream` (the stream extension), or auto (start in 9P2000 and follow
+    /// Tversion/Rversion in the stream).
     #[arg(long, default_value = "auto", value_parser = parse_dialect)]
     dialect: DialectChoice,
 }
 
 /// `None` follows version messages in the stream.
 #[derive(Clone, Copy)]
-struct DialectChoice(Option<Dialect>);
+struct DialectChoice(Option<Protocol>);
 
 fn parse_dialect(s: &str) -> Result<DialectChoice, String> {
     if s == "auto" {
         return Ok(DialectChoice(None));
     }
-    crate::args::parse_dialect(s).map(|d| DialectChoice(Some(d)))
+    let protocol = match s.strip_suffix(STREAM_SUFFIX) {
+        Some(dialect) => Protocol {
+            dialect: crate::args::parse_dialect(dialect)?,
+            streams: true,
+        },
+        None => crate::args::parse_dialect(s)?.into(),
+    };
+    Ok(DialectChoice(Some(protocol)))
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -63,12 +71,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
 /// if any frame was bad.
 fn print_frames(
     input: &[u8],
-    fixed: Option<Dialect>,
+    fixed: Option<Protocol>,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<bool> {
-    let mut dialect = fixed.unwrap_or(Dialect::Base);
-    let mut codec = FrameCodec::new(u32::MAX, dialect);
+    let mut dialect = fixed.unwrap_or(Dialect::Base.into());
+    let mut codec = FrameCodec::new(u32::MAX, dialect.dialect);
     let mut buf = BytesMut::from(input);
     let mut offset = 0;
     let mut ok = true;
@@ -103,11 +111,11 @@ fn print_frames(
     }
 }
 
-/// The dialect a version message puts the rest of the stream in.
-fn follow_version(msg: &Msg) -> Option<Dialect> {
+/// The protocol a version message puts the rest of the stream in.
+fn follow_version(msg: &Msg) -> Option<Protocol> {
     match msg {
-        Msg::Tversion(v) => Dialect::from_version(&v.version),
-        Msg::Rversion(v) => Dialect::from_version(&v.version),
+        Msg::Tversion(v) => Protocol::from_version(&v.version),
+        Msg::Rversion(v) => Protocol::from_version(&v.version),
         _ => None,
     }
 }
@@ -136,9 +144,18 @@ mod tests {
     use super::*;
 
     fn decode(hex: &str, dialect: Option<Dialect>) -> (bool, String, String) {
+        decode_in(hex, dialect.map(Protocol::from))
+    }
+
+    fn decode_in(hex: &str, protocol: Option<Protocol>) -> (bool, String, String) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let ok =
-            print_frames(&unhex(hex.as_bytes()).unwrap(), dialect, &mut out, &mut err).unwrap();
+        let ok = print_frames(
+            &unhex(hex.as_bytes()).unwrap(),
+            protocol,
+            &mut out,
+            &mut err,
+        )
+        .unwrap();
         (
             ok,
             String::from_utf8(out).unwrap(),
@@ -187,6 +204,28 @@ mod tests {
             err.starts_with("ninep: frame at offset 0: stream ended inside a frame"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn follows_the_stream_extension_once_agreed() {
+        // Rversion 9P2000.L.stream, then Tscredit, which exists only then.
+        let rversion = "1c000000 65 ffff 00000200 0f00 395032303030 2e4c 2e73747265616d";
+        let tscredit = "0b000000 a6 0500 00000100";
+        let (ok, out, err) = decode(&format!("{rversion} {tscredit}"), None);
+        assert!(ok, "{err}");
+        assert_eq!(
+            out,
+            "Rversion tag 65535 msize 131072 version '9P2000.L.stream'\n\
+             Tscredit tag 5 credit 65536\n"
+        );
+        // Without the Rversion it is an unknown type...
+        let (ok, _, err) = decode(tscredit, Some(Dialect::L));
+        assert!(!ok && err.contains("unknown message type"), "{err}");
+        // ... unless asked for.
+        let streams = parse_dialect("9P2000.L.stream").ok().and_then(|c| c.0);
+        let (ok, out, _) = decode_in(tscredit, streams);
+        assert!(ok);
+        assert_eq!(out, "Tscredit tag 5 credit 65536\n");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod cp;
 mod decode;
 mod mount;
 mod ns;
@@ -39,6 +40,8 @@ enum Command {
     Create(verbs::CreateArgs),
     /// Remove a file or empty directory.
     Rm(verbs::PathArgs),
+    /// Copy a file to, from or between 9P servers (ADDR:/PATH).
+    Cp(cp::Args),
     /// Make a directory.
     Mkdir(verbs::CreateArgs),
     /// Mount a 9P tree through FUSE.
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
                     Command::Stat(args) => verbs::stat(args).await,
                     Command::Create(args) => verbs::create(args).await,
                     Command::Rm(args) => verbs::rm(args).await,
+                    Command::Cp(args) => cp::run(args).await,
                     Command::Mkdir(args) => verbs::mkdir(args).await,
                     Command::Mount(args) => mount::run(args).await,
                     Command::Ns(args) => ns::run(args).await,

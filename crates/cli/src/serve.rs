@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use ninep_export::users::UserDb;
 use ninep_export::{Export, Identity, Options};
-use ninep_server::{Filesystem, Limits, Server};
+use ninep_server::{Filesystem, Limits, Server, StreamLimits};
 use ninep_servers::{RamFs, Taskbag};
 
 #[derive(clap::Args)]
@@ -45,6 +45,12 @@ pub struct Args {
     /// Most connections at once.
     #[arg(long, default_value_t = Limits::default().connections)]
     max_connections: usize,
+    /// Most streams (docs/streams.md) per connection; 0 turns them off.
+    #[arg(long, default_value_t = StreamLimits::default().streams)]
+    max_streams: usize,
+    /// Most bytes of one stream held by the server at once.
+    #[arg(long, default_value_t = StreamLimits::default().window)]
+    stream_window: u32,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -88,7 +94,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 }
 
 async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<ExitCode> {
-    let server = Server::with_limits(fs, limits);
+    let streams = StreamLimits {
+        streams: args.max_streams,
+        window: args.stream_window.max(ninep_server::MIN_MSIZE),
+    };
+    let server = Server::with_stream_limits(fs, limits, streams);
     if args.stdio {
         let stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
         server

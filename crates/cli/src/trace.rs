@@ -11,7 +11,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use bytes::BytesMut;
 use ninep_transport::{Addr, FrameCodec};
-use ninep_wire::{Dialect, Fcall, Msg};
+use ninep_wire::{Dialect, Fcall, Msg, Protocol};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::codec::Decoder;
 
@@ -25,11 +25,11 @@ pub struct Args {
     to: String,
 }
 
-/// What both directions of one connection know: the dialect and when each
+/// What both directions of one connection know: the protocol and when each
 /// outstanding tag was sent.
 struct Shared {
     conn: u64,
-    dialect: Dialect,
+    protocol: Protocol,
     sent: HashMap<u16, Instant>,
 }
 
@@ -66,7 +66,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             line(&format!("c{conn} connected from {peer}"));
             let shared = Arc::new(Mutex::new(Shared {
                 conn,
-                dialect: Dialect::Base,
+                protocol: Dialect::Base.into(),
                 sent: HashMap::new(),
             }));
             let (cr, cw) = tokio::io::split(client);
@@ -125,7 +125,7 @@ fn show(shared: &Mutex<Shared>, frame: bytes::Bytes, request: bool) {
     let len = frame.len();
     // Before Rversion settles the dialect, a reply may be in any of them
     // (diod answers a Tversion it does not speak with an Rlerror).
-    let decoded = Fcall::decode(frame.clone(), s.dialect).or_else(|e| {
+    let decoded = Fcall::decode(frame.clone(), s.protocol).or_else(|e| {
         Dialect::ALL
             .iter()
             .find_map(|d| Fcall::decode(frame.clone(), *d).ok())
@@ -142,7 +142,7 @@ fn show(shared: &Mutex<Shared>, frame: bytes::Bytes, request: bool) {
             match &fcall.msg {
                 Msg::Tversion(_) => s.sent.retain(|tag, _| *tag == fcall.tag),
                 Msg::Rversion(v) => {
-                    s.dialect = Dialect::from_version(&v.version).unwrap_or(Dialect::Base)
+                    s.protocol = Protocol::from_version(&v.version).unwrap_or(Dialect::Base.into())
                 }
                 _ => {}
             }

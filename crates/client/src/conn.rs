@@ -2,8 +2,11 @@
 //! write requests and route replies back to whoever is waiting.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -53,6 +56,8 @@ pub(crate) struct Inner {
     state: Mutex<State>,
     writer: mpsc::UnboundedSender<Frame>,
     dialect: Mutex<Dialect>,
+    /// The stream extension was agreed.
+    streams: AtomicBool,
     msize: AtomicU32,
     next_fid: AtomicU32,
     free_fids: Mutex<Vec<u32>>,
@@ -77,6 +82,8 @@ enum Waiter {
     Flush { old: u16 },
     /// A Tclunk nobody waits for; its reply frees the fid number.
     Clunk(Fid),
+    /// A stream (docs/streams.md): every reply on its tag, until the last.
+    Stream(mpsc::UnboundedSender<Msg>),
 }
 
 impl Inner {
@@ -90,6 +97,13 @@ impl Inner {
 
     pub(crate) fn msize(&self) -> u32 {
         self.msize.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn protocol(&self) -> Protocol {
+        Protocol {
+            dialect: self.dialect(),
+            streams: self.streams.load(Ordering::Relaxed),
+        }
     }
 
     fn alloc_tag(state: &mut State) -> Option<u16> {
@@ -126,7 +140,7 @@ impl Inner {
     fn send(&self, fcall: &Fcall) -> Result<(), Error> {
         let mut head = BytesMut::new();
         let payload = fcall
-            .encode_head(self.dialect(), &mut head)
+            .encode_head(self.protocol(), &mut head)
             .map_err(|e| Error::protocol(e.to_string()))?;
         let size = head.len() + payload.as_ref().map_or(0, Bytes::len);
         if size > self.msize() as usize {
@@ -146,51 +160,60 @@ impl Inner {
     /// Sends a request and waits for its reply. An error reply becomes
     /// [`Error::Remote`]. Dropping the future flushes the request.
     pub(crate) async fn rpc(self: &Arc<Self>, msg: Msg) -> Result<Msg, Error> {
-        let (tx, rx) = oneshot::channel();
-        let tag = {
-            let mut state = self.lock();
-            if state.closed {
-                return Err(Error::Closed);
-            }
-            let tag = Self::alloc_tag(&mut state)
-                .ok_or_else(|| Error::protocol("all 65535 tags are in use"))?;
-            state.pending.insert(tag, Waiter::Reply(tx));
-            tag
-        };
-        let want = msg.ty() + 1;
-        let mut guard = FlushOnDrop {
-            inner: self.clone(),
-            tag,
-            armed: true,
-        };
+        self.start(msg)?.await
+    }
+
+    /// Sends the request that starts a stream; its replies, up to the last
+    /// one, come through the returned [`Replies`].
+    pub(crate) fn start_stream(self: &Arc<Self>, msg: Msg) -> Result<Replies, Error> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let tag = self.register(Waiter::Stream(tx))?;
         if let Err(e) = self.send(&Fcall { tag, msg }) {
-            guard.armed = false;
             self.release(tag);
             return Err(e);
         }
-        let reply = rx.await.map_err(|_| Error::Closed);
-        guard.armed = false;
-        let reply = reply??;
-        match reply {
-            Msg::Rerror(e) => Err(Error::Remote {
-                errno: if e.errno != 0 {
-                    Errno(e.errno)
-                } else {
-                    Errno::from_ename(&e.ename)
-                },
-                ename: e.ename,
-            }),
-            Msg::Rlerror(e) => Err(Error::Remote {
-                errno: Errno(e.ecode),
-                ename: Errno(e.ecode).ename().to_owned(),
-            }),
-            r if r.ty() == want => Ok(r),
-            r => Err(Error::protocol(format!(
-                "{} in reply to a T-message of type {}",
-                r.name(),
-                want - 1
-            ))),
+        Ok(Replies {
+            rx,
+            guard: FlushOnDrop {
+                inner: self.clone(),
+                tag,
+                armed: true,
+            },
+        })
+    }
+
+    /// Takes a free tag for `waiter`.
+    fn register(&self, waiter: Waiter) -> Result<u16, Error> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(Error::Closed);
         }
+        let tag = Self::alloc_tag(&mut state)
+            .ok_or_else(|| Error::protocol("all 65535 tags are in use"))?;
+        state.pending.insert(tag, waiter);
+        Ok(tag)
+    }
+
+    /// Sends a request now and returns its reply to come: many requests can
+    /// be started before any is awaited. Dropping the [`Reply`] unanswered
+    /// flushes the request.
+    pub(crate) fn start(self: &Arc<Self>, msg: Msg) -> Result<Reply, Error> {
+        let (tx, rx) = oneshot::channel();
+        let tag = self.register(Waiter::Reply(tx))?;
+        let want = msg.ty() + 1;
+        if let Err(e) = self.send(&Fcall { tag, msg }) {
+            self.release(tag);
+            return Err(e);
+        }
+        Ok(Reply {
+            rx,
+            want,
+            guard: FlushOnDrop {
+                inner: self.clone(),
+                tag,
+                armed: true,
+            },
+        })
     }
 
     fn release(&self, tag: u16) {
@@ -202,7 +225,12 @@ impl Inner {
     /// Gives up on request `tag`: sends Tflush; both tags are freed at Rflush.
     fn flush(&self, tag: u16) {
         let mut state = self.lock();
-        if state.closed || !matches!(state.pending.get(&tag), Some(Waiter::Reply(_))) {
+        if state.closed
+            || !matches!(
+                state.pending.get(&tag),
+                Some(Waiter::Reply(_) | Waiter::Stream(_))
+            )
+        {
             return;
         }
         let Some(flush_tag) = Self::alloc_tag(&mut state) else {
@@ -225,8 +253,16 @@ impl Inner {
             tracing::debug!("reply to unknown tag: {fcall}");
             return;
         };
-        let (mut reply_to, mut clunked) = (None, None);
+        let (mut reply_to, mut clunked, mut piece_to) = (None, None, None);
         match waiter {
+            Waiter::Stream(tx) => {
+                if is_last_of_stream(&fcall.msg) {
+                    state.free_tags.push(tag);
+                } else {
+                    state.pending.insert(tag, Waiter::Stream(tx.clone()));
+                }
+                piece_to = Some(tx);
+            }
             Waiter::Reply(tx) => {
                 state.free_tags.push(tag);
                 reply_to = Some(tx);
@@ -250,6 +286,8 @@ impl Inner {
         drop(state);
         if let Some(tx) = reply_to {
             let _ = tx.send(Ok(fcall.msg));
+        } else if let Some(tx) = piece_to {
+            let _ = tx.send(fcall.msg);
         }
         if let Some(fid) = clunked {
             self.free_fid(fid);
@@ -295,6 +333,7 @@ impl Inner {
     fn close(&self) {
         let mut state = self.lock();
         state.closed = true;
+        // Dropping a stream's sender tells its reader the connection is gone.
         for (_, waiter) in state.pending.drain() {
             if let Waiter::Reply(tx) = waiter {
                 let _ = tx.send(Err(Error::Closed));
@@ -320,6 +359,100 @@ impl Drop for FlushOnDrop {
     }
 }
 
+/// The reply to a request already sent: a future of the reply message, of
+/// the type the request asked for, with error replies as [`Error::Remote`].
+pub(crate) struct Reply {
+    rx: oneshot::Receiver<Result<Msg, Error>>,
+    /// The type number of the expected reply.
+    want: u8,
+    guard: FlushOnDrop,
+}
+
+impl Future for Reply {
+    type Output = Result<Msg, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let reply = ready!(Pin::new(&mut self.rx).poll(cx)).map_err(|_| Error::Closed);
+        self.guard.armed = false;
+        Poll::Ready(check_reply(reply?, self.want))
+    }
+}
+
+/// True for the replies that end a stream: its end, or an error.
+fn is_last_of_stream(msg: &Msg) -> bool {
+    match msg {
+        Msg::Rsread(r) => r.data.is_empty(),
+        Msg::Rscredit(_) => false,
+        _ => true,
+    }
+}
+
+/// The replies to a stream already started (docs/streams.md), and the way
+/// to send it more (Tscredit, Tsdata) on its tag. Dropping it before the
+/// last reply flushes the stream.
+pub(crate) struct Replies {
+    rx: mpsc::UnboundedReceiver<Msg>,
+    guard: FlushOnDrop,
+}
+
+impl Replies {
+    /// Sends `msg` on the stream's tag.
+    pub fn send(&self, msg: Msg) -> Result<(), Error> {
+        let tag = self.guard.tag;
+        self.guard.inner.send(&Fcall { tag, msg })
+    }
+
+    /// The next reply; an error reply as [`Error::Remote`], and once the
+    /// stream has ended, [`Error::Closed`].
+    pub async fn next(&mut self) -> Result<Msg, Error> {
+        let msg = self.rx.recv().await.ok_or(Error::Closed)?;
+        if is_last_of_stream(&msg) {
+            self.guard.armed = false;
+        }
+        remote_error(msg)
+    }
+
+    /// The next reply if one has come, without waiting.
+    pub fn try_next(&mut self) -> Option<Result<Msg, Error>> {
+        let msg = self.rx.try_recv().ok()?;
+        if is_last_of_stream(&msg) {
+            self.guard.armed = false;
+        }
+        Some(remote_error(msg))
+    }
+}
+
+/// A reply message as the answer to a request whose reply type is `want`.
+fn check_reply(reply: Result<Msg, Error>, want: u8) -> Result<Msg, Error> {
+    match remote_error(reply?)? {
+        r if r.ty() == want => Ok(r),
+        r => Err(Error::protocol(format!(
+            "{} in reply to a T-message of type {}",
+            r.name(),
+            want - 1
+        ))),
+    }
+}
+
+/// An error reply as [`Error::Remote`]; any other reply as it is.
+fn remote_error(reply: Msg) -> Result<Msg, Error> {
+    match reply {
+        Msg::Rerror(e) => Err(Error::Remote {
+            errno: if e.errno != 0 {
+                Errno(e.errno)
+            } else {
+                Errno::from_ename(&e.ename)
+            },
+            ename: e.ename,
+        }),
+        Msg::Rlerror(e) => Err(Error::Remote {
+            errno: Errno(e.ecode),
+            ename: Errno(e.ecode).ename().to_owned(),
+        }),
+        r => Ok(r),
+    }
+}
+
 impl Client {
     /// Connects to `addr` (a dial string) with default options.
     pub async fn connect(addr: &str) -> Result<Client, Error> {
@@ -342,6 +475,7 @@ impl Client {
             state: Mutex::new(State::default()),
             writer: tx,
             dialect: Mutex::new(Dialect::Base),
+            streams: AtomicBool::new(false),
             msize: AtomicU32::new(options.msize),
             next_fid: AtomicU32::new(0),
             free_fids: Mutex::new(Vec::new()),
@@ -349,13 +483,13 @@ impl Client {
         });
         tokio::spawn(write_frames(writer, rx));
         let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
-        let dialect = negotiate(&inner, &mut frames, &options).await?;
+        let protocol = negotiate(&inner, &mut frames, &options).await?;
         frames.decoder_mut().set_msize(inner.msize());
         let weak = Arc::downgrade(&inner);
         tokio::spawn(async move {
             while let Some(frame) = frames.next().await {
                 let Some(inner) = weak.upgrade() else { return };
-                match frame.map(|f| Fcall::decode(f, dialect)) {
+                match frame.map(|f| Fcall::decode(f, protocol)) {
                     Ok(Ok(fcall)) => inner.dispatch(fcall),
                     Ok(Err(e)) => {
                         tracing::warn!("undecodable reply: {e}");
@@ -378,6 +512,11 @@ impl Client {
     /// The dialect the server agreed to.
     pub fn dialect(&self) -> Dialect {
         self.inner.dialect()
+    }
+
+    /// True if the server agreed to the stream extension (docs/streams.md).
+    pub fn streams(&self) -> bool {
+        self.inner.protocol().streams
     }
 
     /// The msize the server agreed to.
@@ -425,53 +564,67 @@ impl Client {
 /// Tversion: the dialect asked for, or each in turn from the most capable
 /// until the server answers with the one asked for. (A 9P2000.u server asked
 /// for 9P2000.L answers 9P2000, dropping the suffix it does not know, so the
-/// next attempt, 9P2000.u, is still worth making.)
+/// next attempt, 9P2000.u, is still worth making.) Each dialect is offered
+/// with the stream extension first; a server that answers with the plain
+/// dialect speaks it without, and one that answers anything else is asked
+/// for the plain dialect before the next.
 async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
     inner: &Inner,
     frames: &mut FramedRead<R, FrameCodec>,
     options: &Options,
-) -> Result<Dialect, Error> {
+) -> Result<Protocol, Error> {
     let wanted: Vec<Dialect> = match options.dialect {
         Some(d) => vec![d],
         None => Dialect::ALL.to_vec(),
     };
     let mut answers = Vec::new();
     for want in wanted {
-        let tversion = Fcall::new(
-            NOTAG,
-            Tversion {
-                msize: options.msize,
-                version: want.version().to_owned(),
-            },
-        );
-        inner.send(&tversion)?;
-        let frame = frames
-            .next()
-            .await
-            .ok_or(Error::Closed)?
-            .map_err(|e| Error::protocol(e.to_string()))?;
-        // Rversion reads the same in every dialect; an error reply (diod's
-        // answer to a version it does not speak) means "try another".
-        let reply = Fcall::decode(frame.clone(), Dialect::Base)
-            .or_else(|_| Fcall::decode(frame, Dialect::L));
-        let Ok(Fcall {
-            msg: Msg::Rversion(r),
-            ..
-        }) = reply
-        else {
-            answers.push("an error".to_owned());
-            continue;
-        };
-        answers.push(r.version.clone());
-        if r.version != want.version() {
-            continue;
+        for streams in [true, false] {
+            let asked = Protocol {
+                dialect: want,
+                streams,
+            };
+            let tversion = Fcall::new(
+                NOTAG,
+                Tversion {
+                    msize: options.msize,
+                    version: asked.version(),
+                },
+            );
+            inner.send(&tversion)?;
+            let frame = frames
+                .next()
+                .await
+                .ok_or(Error::Closed)?
+                .map_err(|e| Error::protocol(e.to_string()))?;
+            // Rversion reads the same in every dialect; an error reply (diod's
+            // answer to a version it does not speak) means "try another".
+            let reply = Fcall::decode(frame.clone(), Dialect::Base)
+                .or_else(|_| Fcall::decode(frame, Dialect::L));
+            let Ok(Fcall {
+                msg: Msg::Rversion(r),
+                ..
+            }) = reply
+            else {
+                answers.push("an error".to_owned());
+                continue;
+            };
+            answers.push(r.version.clone());
+            let got = Protocol {
+                dialect: want,
+                streams: r.version == asked.version() && streams,
+            };
+            if r.version != got.version() {
+                continue;
+            }
+            if r.msize > options.msize || r.msize < 256 {
+                return Err(Error::protocol(format!("bad Rversion msize {}", r.msize)));
+            }
+            inner.msize.store(r.msize, Ordering::Relaxed);
+            *inner.dialect.lock().unwrap_or_else(|e| e.into_inner()) = want;
+            inner.streams.store(got.streams, Ordering::Relaxed);
+            return Ok(got);
         }
-        if r.msize > options.msize || r.msize < 256 {
-            return Err(Error::protocol(format!("bad Rversion msize {}", r.msize)));
-        }
-        inner.msize.store(r.msize, Ordering::Relaxed);
-        *inner.dialect.lock().unwrap_or_else(|e| e.into_inner()) = want;
-        return Ok(want);
     }
     Err(Error::protocol(format!(
         "server speaks no dialect we asked for (answered {})",

@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::error::Error;
 use crate::fsys::Fid;
 use crate::info::{DirEntry, FileInfo};
+use crate::transfer::{RangeRead, RangeWrite, Transfer};
 
 type Op<T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send>>;
 
@@ -96,6 +97,23 @@ impl File {
             offset += n as u64;
         }
         Ok(())
+    }
+
+    /// A reader of `len` bytes (or to the end of file) from `offset`, with
+    /// requests pipelined where `how` and the file allow.
+    pub async fn read_range(
+        &self,
+        offset: u64,
+        len: Option<u64>,
+        how: Transfer,
+    ) -> Result<RangeRead<'_>, Error> {
+        RangeRead::start(self, offset, len, how).await
+    }
+
+    /// A writer from `offset` on, with requests pipelined where `how` and
+    /// the file allow. [`RangeWrite::finish`] waits for the last write.
+    pub async fn write_range(&self, offset: u64, how: Transfer) -> Result<RangeWrite<'_>, Error> {
+        RangeWrite::start(self, offset, how).await
     }
 
     /// The rest of the file from the current position.
@@ -191,11 +209,7 @@ async fn read_at(fid: &Fid, offset: u64, count: u32) -> Result<Bytes, Error> {
         offset,
         count,
     };
-    match fid.client().inner.rpc(msg.into()).await? {
-        Msg::Rread(r) if r.data.len() <= count as usize => Ok(r.data),
-        Msg::Rread(_) => Err(Error::protocol("Rread longer than asked")),
-        _ => unreachable!("rpc checks the reply type"),
-    }
+    read_reply(fid.client().inner.rpc(msg.into()).await, count)
 }
 
 async fn write_at(fid: &Fid, offset: u64, data: Bytes) -> Result<u32, Error> {
@@ -205,7 +219,21 @@ async fn write_at(fid: &Fid, offset: u64, data: Bytes) -> Result<u32, Error> {
         offset,
         data,
     };
-    match fid.client().inner.rpc(msg.into()).await? {
+    write_reply(fid.client().inner.rpc(msg.into()).await, len)
+}
+
+/// The data of the reply to a Tread of `count` bytes.
+pub(crate) fn read_reply(reply: Result<Msg, Error>, count: u32) -> Result<Bytes, Error> {
+    match reply? {
+        Msg::Rread(r) if r.data.len() <= count as usize => Ok(r.data),
+        Msg::Rread(_) => Err(Error::protocol("Rread longer than asked")),
+        _ => unreachable!("rpc checks the reply type"),
+    }
+}
+
+/// The count of the reply to a Twrite of `len` bytes.
+pub(crate) fn write_reply(reply: Result<Msg, Error>, len: usize) -> Result<u32, Error> {
+    match reply? {
         Msg::Rwrite(r) if r.count as usize <= len => Ok(r.count),
         Msg::Rwrite(_) => Err(Error::protocol("Rwrite longer than asked")),
         _ => unreachable!("rpc checks the reply type"),
@@ -230,14 +258,8 @@ impl AsyncRead for File {
             let count = (buf.remaining() as u32).min(this.iounit);
             let offset = this.pos;
             *reading = Some(Box::pin(async move {
-                match client
-                    .inner
-                    .rpc(Tread { fid, offset, count }.into())
-                    .await?
-                {
-                    Msg::Rread(r) if r.data.len() <= count as usize => Ok(r.data),
-                    _ => Err(Error::protocol("bad Rread")),
-                }
+                let reply = client.inner.rpc(Tread { fid, offset, count }.into()).await;
+                read_reply(reply, count)
             }));
         }
         let op = reading.as_mut().map(|op| op.as_mut().poll(cx));
@@ -266,14 +288,8 @@ impl AsyncWrite for File {
             let data = Bytes::copy_from_slice(&data[..n]);
             let offset = this.pos;
             *writing = Some(Box::pin(async move {
-                match client
-                    .inner
-                    .rpc(Twrite { fid, offset, data }.into())
-                    .await?
-                {
-                    Msg::Rwrite(r) if r.count as usize <= n => Ok(r.count),
-                    _ => Err(Error::protocol("bad Rwrite")),
-                }
+                let reply = client.inner.rpc(Twrite { fid, offset, data }.into()).await;
+                write_reply(reply, n)
             }));
         }
         let op = writing.as_mut().map(|op| op.as_mut().poll(cx));

@@ -21,6 +21,8 @@ mod error;
 mod file;
 mod fsys;
 mod info;
+mod transfer;
+mod window;
 mod xattr;
 
 pub use conn::{Client, Options};
@@ -28,3 +30,4 @@ pub use error::Error;
 pub use file::File;
 pub use fsys::{Fid, Fsys};
 pub use info::{DirEntry, FileInfo};
+pub use transfer::{Mode, RangeRead, RangeWrite, Transfer};

@@ -39,16 +39,18 @@ pub(crate) struct Handler<'a, F: Filesystem> {
     pub session: Session,
 }
 
-fn unknown_fid() -> Error {
+pub(crate) fn unknown_fid() -> Error {
     Error::with_errno(Errno::EBADF, "unknown fid")
 }
 
-fn not_open() -> Error {
+pub(crate) fn not_open() -> Error {
     Error::with_errno(Errno::EBADF, "fid not open")
 }
 
 /// A read lock on a fid that must exist.
-async fn read<T>(slot: &Option<Arc<Slot<T>>>) -> Result<RwLockReadGuard<'_, Option<FidState<T>>>> {
+pub(crate) async fn read<T>(
+    slot: &Option<Arc<Slot<T>>>,
+) -> Result<RwLockReadGuard<'_, Option<FidState<T>>>> {
     let guard = slot.as_ref().ok_or_else(unknown_fid)?.read().await;
     if guard.is_none() {
         return Err(unknown_fid());
@@ -56,7 +58,7 @@ async fn read<T>(slot: &Option<Arc<Slot<T>>>) -> Result<RwLockReadGuard<'_, Opti
     Ok(guard)
 }
 
-fn state<T>(guard: &Option<FidState<T>>) -> Result<&FidState<T>> {
+pub(crate) fn state<T>(guard: &Option<FidState<T>>) -> Result<&FidState<T>> {
     guard.as_ref().ok_or_else(unknown_fid)
 }
 
@@ -68,11 +70,11 @@ fn check_new_name(name: &Name) -> Result<()> {
 }
 
 impl<F: Filesystem> Handler<'_, F> {
-    fn fs(&self) -> &F {
+    pub(crate) fn fs(&self) -> &F {
         &self.conn.shared.fs
     }
 
-    fn cx(&self, state: &FidState<F::File>) -> Cx {
+    pub(crate) fn cx(&self, state: &FidState<F::File>) -> Cx {
         Cx {
             user: state.user.clone(),
             dialect: self.session.dialect,

@@ -7,6 +7,9 @@
 //! operation, each with a canonical refusal) or, for a small synthetic tree,
 //! through the ready-made [`tree`].
 //!
+//! The stream extension (docs/streams.md) is offered to clients that ask
+//! for it at Tversion, within [`StreamLimits`].
+//!
 //! Requests on one connection run concurrently and their replies go out as
 //! they finish; a flushed request's future is dropped and its reply never
 //! sent. See [`fs::Filesystem`] for what that means for cancel safety.
@@ -17,6 +20,7 @@ mod fids;
 mod handle;
 mod server;
 mod session;
+mod stream;
 
 pub mod fs;
 pub mod tree;
@@ -24,5 +28,5 @@ pub mod tree;
 pub use convert::makedev;
 pub use error::{Error, Result};
 pub use fs::{Attr, Cx, DirEntry, Filesystem, Opened, SetAttr, SetTime, Time, User};
-pub use server::{Limits, Server};
+pub use server::{Limits, Server, StreamLimits};
 pub use session::MIN_MSIZE;

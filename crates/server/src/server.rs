@@ -37,10 +37,30 @@ impl Default for Limits {
     }
 }
 
+/// The limits of the stream extension (docs/streams.md).
+#[derive(Debug, Clone)]
+pub struct StreamLimits {
+    /// Streams one connection may have at once; 0 turns the extension off.
+    pub streams: usize,
+    /// Most bytes of one stream in the server's hands at once: the credit
+    /// honoured on a read stream, the credit granted on a write stream.
+    pub window: u32,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            streams: 16,
+            window: 64 << 20,
+        }
+    }
+}
+
 /// What every connection of a server shares.
 pub(crate) struct Shared<F> {
     pub fs: F,
     pub limits: Limits,
+    pub stream_limits: StreamLimits,
     /// Files with DMEXCL open somewhere, by qid path.
     excl: Mutex<HashSet<u64>>,
 }
@@ -88,10 +108,16 @@ impl<F: Filesystem> Server<F> {
     }
 
     pub fn with_limits(fs: F, limits: Limits) -> Self {
+        Self::with_stream_limits(fs, limits, StreamLimits::default())
+    }
+
+    /// A server with limits on the stream extension too.
+    pub fn with_stream_limits(fs: F, limits: Limits, stream_limits: StreamLimits) -> Self {
         Server {
             shared: Arc::new(Shared {
                 fs,
                 limits,
+                stream_limits,
                 excl: Mutex::new(HashSet::new()),
             }),
         }
@@ -99,6 +125,10 @@ impl<F: Filesystem> Server<F> {
 
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
+    }
+
+    pub fn stream_limits(&self) -> &StreamLimits {
+        &self.shared.stream_limits
     }
 
     pub fn fs(&self) -> &F {

@@ -28,6 +28,7 @@ use crate::fids::{Fids, Pending, Refusal, Slot};
 use crate::fs::Filesystem;
 use crate::handle::{Handler, Resolved};
 use crate::server::Shared;
+use crate::stream::{self, StreamIo};
 
 /// The smallest msize accepted: room for a header and a useful payload.
 pub const MIN_MSIZE: u32 = 256;
@@ -37,11 +38,24 @@ pub const MIN_MSIZE: u32 = 256;
 pub(crate) struct Session {
     pub dialect: Dialect,
     pub msize: u32,
+    /// The stream extension was agreed.
+    pub streams: bool,
+}
+
+impl Session {
+    fn protocol(self) -> Protocol {
+        Protocol {
+            dialect: self.dialect,
+            streams: self.streams,
+        }
+    }
 }
 
 struct Inflight {
     id: u64,
     abort: Option<AbortHandle>,
+    /// How Tscredit and Tsdata reach the request, if it is a stream.
+    stream: Option<StreamIo>,
 }
 
 /// The state of one connection shared with its request tasks.
@@ -62,6 +76,17 @@ impl<F: Filesystem> Conn<F> {
         // The writer outlives every sender; a send fails only after the peer
         // is gone, when the reply has nowhere to go anyway.
         let _ = self.replies.send(encode_reply(Fcall { tag, msg }, session));
+    }
+
+    /// Queues one of several replies of stream `id` (a piece, a credit)
+    /// unless it was flushed; false if it was.
+    pub(crate) fn send_piece(&self, session: Session, tag: u16, id: u64, msg: Msg) -> bool {
+        let inflight = self.inflight();
+        let live = inflight.get(&tag).is_some_and(|e| e.id == id);
+        if live {
+            self.send(session, tag, msg);
+        }
+        live
     }
 
     /// Queues the reply of request `id` unless it was flushed.
@@ -146,12 +171,13 @@ async fn receive<F: Filesystem>(
     let current = session.unwrap_or(Session {
         dialect: Dialect::Base,
         msize: conn.shared.limits.msize,
+        streams: false,
     });
     let header = match Header::decode(&frame) {
         Ok(h) => h,
         Err(_) => return None, // the framing codec already checked the size
     };
-    let fcall = match Fcall::decode(frame, current.dialect) {
+    let fcall = match Fcall::decode(frame, current.protocol()) {
         Ok(fcall) => fcall,
         Err(e) => {
             let err = match e.kind {
@@ -166,7 +192,8 @@ async fn receive<F: Filesystem>(
     let tag = fcall.tag;
     if let Msg::Tversion(v) = &fcall.msg {
         reset(conn).await;
-        let (reply, new) = version(v, conn.shared.limits.msize);
+        let streams = conn.shared.stream_limits.streams > 0;
+        let (reply, new) = version(v, conn.shared.limits.msize, streams);
         *session = new;
         conn.send(new.unwrap_or(current), tag, reply);
         return new;
@@ -185,6 +212,12 @@ async fn receive<F: Filesystem>(
         flush(conn, current, tag, f.oldtag);
         return None;
     }
+    if let Msg::Tscredit(_) | Msg::Tsdata(_) = &fcall.msg {
+        if let Some(Some(io)) = conn.inflight().get(&tag).map(|e| &e.stream) {
+            io.deliver(fcall.msg);
+        }
+        return None;
+    }
     let resolved = match resolve(conn, &fcall.msg) {
         Ok(r) => r,
         Err(err) => {
@@ -193,6 +226,10 @@ async fn receive<F: Filesystem>(
         }
     };
     let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
+    let (stream, stream_task) = match stream::open(&fcall.msg, &conn.shared.stream_limits) {
+        Some((io, task)) => (Some(io), Some(task)),
+        None => (None, None),
+    };
     {
         let mut inflight = conn.inflight();
         if inflight.contains_key(&tag) {
@@ -207,7 +244,21 @@ async fn receive<F: Filesystem>(
             conn.send(current, tag, error_reply(&err, current.dialect));
             return None;
         }
-        inflight.insert(tag, Inflight { id, abort: None });
+        let streams = inflight.values().filter(|e| e.stream.is_some()).count();
+        if stream.is_some() && streams >= conn.shared.stream_limits.streams {
+            drop(inflight);
+            let err = Error::with_errno(Errno::EAGAIN, "too many streams");
+            conn.send(current, tag, error_reply(&err, current.dialect));
+            return None;
+        }
+        inflight.insert(
+            tag,
+            Inflight {
+                id,
+                abort: None,
+                stream,
+            },
+        );
     }
     let task_conn = conn.clone();
     let mut request = Box::pin(async move {
@@ -215,7 +266,10 @@ async fn receive<F: Filesystem>(
             conn: &task_conn,
             session: current,
         };
-        let reply = handler.run(fcall.msg, resolved).await;
+        let reply = match stream_task {
+            Some(task) => handler.stream(task, tag, id, fcall.msg, resolved).await,
+            None => handler.run(fcall.msg, resolved).await,
+        };
         let reply = reply.unwrap_or_else(|e| error_reply(&e, current.dialect));
         task_conn.finish(current, tag, id, reply);
     });
@@ -236,23 +290,32 @@ async fn receive<F: Filesystem>(
     None
 }
 
-/// Tversion: picks the dialect and msize, or answers `unknown`.
-fn version(v: &Tversion, max_msize: u32) -> (Msg, Option<Session>) {
+/// Tversion: picks the dialect and msize, and the stream extension if it
+/// was asked for and `streams` allows it, or answers `unknown`.
+fn version(v: &Tversion, max_msize: u32, streams: bool) -> (Msg, Option<Session>) {
     let msize = v.msize.min(max_msize);
-    match Dialect::from_version(&v.version) {
+    match Protocol::from_version(&v.version) {
         // Too small to carry anything useful: refuse, as lib9p does.
         Some(_) if msize < MIN_MSIZE => {
             let err = Error::with_errno(Errno::EINVAL, "msize too small");
             (error_reply(&err, Dialect::Base), None)
         }
-        Some(dialect) => (
-            Rversion {
+        Some(asked) => {
+            let p = Protocol {
+                dialect: asked.dialect,
+                streams: asked.streams && streams,
+            };
+            let session = Session {
+                dialect: p.dialect,
                 msize,
-                version: dialect.version().to_owned(),
-            }
-            .into(),
-            Some(Session { dialect, msize }),
-        ),
+                streams: p.streams,
+            };
+            let reply = Rversion {
+                msize,
+                version: p.version(),
+            };
+            (reply.into(), Some(session))
+        }
         None => (
             Rversion {
                 msize,
@@ -409,6 +472,8 @@ fn resolve<F: Filesystem>(conn: &Conn<F>, msg: &Msg) -> Result<Resolved<F::File>
                 Msg::Tgetlock(m) => m.fid,
                 Msg::Tmkdir(m) => m.dfid,
                 Msg::Tunlinkat(m) => m.dirfid,
+                Msg::Tsread(m) => m.fid,
+                Msg::Tswrite(m) => m.fid,
                 _ => return Err(Error::not_supported()),
             };
             r.fid = Some(get(fid)?);
@@ -420,9 +485,9 @@ fn resolve<F: Filesystem>(conn: &Conn<F>, msg: &Msg) -> Result<Resolved<F::File>
 /// Encodes a reply. One that cannot be sent within msize becomes an error
 /// reply.
 fn encode_reply(fcall: Fcall, session: Session) -> Frame {
-    let Session { dialect, msize } = session;
+    let Session { dialect, msize, .. } = session;
     let mut head = BytesMut::new();
-    match fcall.encode_head(dialect, &mut head) {
+    match fcall.encode_head(session.protocol(), &mut head) {
         Ok(payload) if head.len() + payload.as_ref().map_or(0, Bytes::len) <= msize as usize => {
             return Frame {
                 head: head.freeze(),

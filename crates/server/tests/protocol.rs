@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use ninep_server::tree::{Dir, Tree, TreeFile};
-use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Limits, Opened, Result, User};
+use ninep_server::{
+    Attr, Cx, DirEntry, Error, Filesystem, Limits, Opened, Result, StreamLimits, User,
+};
 use ninep_wire::{Name, Qid};
 use transcript::play;
 
@@ -433,4 +435,171 @@ async fn dotl_getattr_and_readdir() {
         <- Rlerror tag 15 ecode 1
     ";
     play(slow().0, limits(), script).await;
+}
+
+const HELLO_STREAMS: &str = "
+-> Tversion tag 65535 msize 8192 version '9P2000.stream'
+<- Rversion tag 65535 msize 8192 version '9P2000.stream'
+-> Tattach tag 1 fid 0 afid -1 uname glenda aname
+<- Rattach tag 1 qid (0000000000000000 0 d)
+";
+
+fn with_streams(streams: usize, window: u32) -> ninep_server::Server<Slow> {
+    let stream_limits = StreamLimits { streams, window };
+    ninep_server::Server::with_stream_limits(slow().0, limits(), stream_limits)
+}
+
+#[tokio::test]
+async fn the_stream_extension_is_negotiated_or_left_out() {
+    let script = "
+        -> Tversion tag 65535 msize 8192 version '9P2000.L.stream'
+        <- Rversion tag 65535 msize 8192 version '9P2000.L.stream'
+        -> Tversion tag 65535 msize 8192 version '9P2000.u.stream'
+        <- Rversion tag 65535 msize 8192 version '9P2000.u.stream'
+        # any other suffix is no extension of ours
+        -> Tversion tag 65535 msize 8192 version '9P2000.L.streams'
+        <- Rversion tag 65535 msize 8192 version '9P2000.L'
+        # and without it, its messages are unknown
+        -> raw 0b000000 a6 0500 00000100
+        <- Rlerror tag 5 ecode 95
+    ";
+    play(slow().0, limits(), script).await;
+    // A server with the extension turned off answers the plain dialect.
+    let script = "
+        -> Tversion tag 65535 msize 8192 version '9P2000.L.stream'
+        <- Rversion tag 65535 msize 8192 version '9P2000.L'
+    ";
+    transcript::play_server(with_streams(0, 1 << 20), script).await;
+}
+
+#[tokio::test]
+async fn a_read_stream_sends_what_its_credit_allows() {
+    let script = format!(
+        "{HELLO_STREAMS}
+        -> Twalk tag 2 fid 0 newfid 1 nwname 1 0:hello
+        <- Rwalk tag 2 *
+        -> Topen tag 3 fid 1 mode 0
+        <- Ropen tag 3 *
+        -> Tsread tag 4 fid 1 offset 0 count -1 credit 5
+        <- Rsread tag 4 count 5 'hello'
+        <- none
+        -> Tscredit tag 4 credit 4
+        <- Rsread tag 4 count 4 ', wo'
+        <- none
+        # credit for no stream, or on another request's tag, is dropped
+        -> Tscredit tag 9 credit 100
+        <- none
+        -> Tscredit tag 4 credit 100
+        <- Rsread tag 4 count 4 'rld\\n'
+        <- Rsread tag 4 count 0 ''
+        # a range, from an offset
+        -> Tsread tag 4 fid 1 offset 7 count 3 credit 100
+        <- Rsread tag 4 count 3 'wor'
+        <- Rsread tag 4 count 0 ''
+        # only an open fid streams
+        -> Tsread tag 5 fid 0 offset 0 count -1 credit 100
+        <- Rerror tag 5 ename fid not open
+        "
+    );
+    transcript::play_server(with_streams(16, 1 << 20), &script).await;
+}
+
+#[tokio::test]
+async fn a_flushed_stream_sends_nothing_more() {
+    let (fs, cancelled) = slow();
+    let script = format!(
+        "{HELLO_STREAMS}
+        -> Twalk tag 2 fid 0 newfid 1 nwname 1 0:hello
+        <- Rwalk tag 2 *
+        -> Topen tag 3 fid 1 mode 0
+        <- Ropen tag 3 *
+        -> Tsread tag 4 fid 1 offset 0 count -1 credit 5
+        <- Rsread tag 4 count 5 'hello'
+        -> Tflush tag 5 oldtag 4
+        <- Rflush tag 5
+        -> Tscredit tag 4 credit 100
+        <- none
+        # a stream blocked in the file server is cancelled
+        -> Twalk tag 6 fid 0 newfid 2 nwname 1 0:block
+        <- Rwalk tag 6 *
+        -> Topen tag 7 fid 2 mode 0
+        <- Ropen tag 7 *
+        -> Tsread tag 8 fid 2 offset 0 count -1 credit 100
+        <- none
+        -> Tflush tag 9 oldtag 8
+        <- Rflush tag 9
+        <- none
+        -> Tstat tag 8 fid 0
+        <- Rstat tag 8 stat '/' *
+        "
+    );
+    play(fs, limits(), &script).await;
+    assert_eq!(cancelled.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn stream_limits_hold() {
+    let script = format!(
+        "{HELLO_STREAMS}
+        -> Twalk tag 2 fid 0 newfid 1 nwname 1 0:hello
+        <- Rwalk tag 2 *
+        -> Topen tag 3 fid 1 mode 0
+        <- Ropen tag 3 *
+        # credit past the window (4 bytes) is not honoured
+        -> Tsread tag 4 fid 1 offset 0 count -1 credit 100
+        <- Rsread tag 4 count 4 'hell'
+        <- none
+        # one stream per connection
+        -> Tsread tag 5 fid 1 offset 0 count -1 credit 100
+        <- Rerror tag 5 ename too many streams
+        -> Tscredit tag 4 credit 100
+        <- Rsread tag 4 count 4 'o, w'
+        -> Tflush tag 6 oldtag 4
+        <- Rflush tag 6
+        # a write stream is granted the window, and no more
+        -> Twalk tag 7 fid 0 newfid 2 nwname 1 0:ctl
+        <- Rwalk tag 7 *
+        -> Topen tag 8 fid 2 mode 1
+        <- Ropen tag 8 *
+        -> Tswrite tag 9 fid 2 offset 0
+        <- Rscredit tag 9 credit 4
+        -> Tsdata tag 9 count 5 'okay!'
+        <- Rerror tag 9 ename write stream past its credit
+        # data for the stream that ended is dropped
+        -> Tsdata tag 9 count 2 'ok'
+        <- none
+        "
+    );
+    transcript::play_server(with_streams(1, 4), &script).await;
+}
+
+#[tokio::test]
+async fn a_write_stream_writes_and_counts() {
+    let script = format!(
+        "{HELLO_STREAMS}
+        -> Twalk tag 2 fid 0 newfid 1 nwname 1 0:ctl
+        <- Rwalk tag 2 *
+        -> Topen tag 3 fid 1 mode 1
+        <- Ropen tag 3 *
+        -> Tswrite tag 4 fid 1 offset 0
+        <- Rscredit tag 4 credit 1048576
+        -> Tsdata tag 4 count 2 'ok'
+        -> Tsdata tag 4 count 2 'ok'
+        -> Tsdata tag 4 count 0 ''
+        <- Rswrite tag 4 count 4
+        # an error from the file server ends the stream
+        -> Tswrite tag 5 fid 1 offset 0
+        <- Rscredit tag 5 credit 1048576
+        -> Tsdata tag 5 count 3 'bad'
+        <- Rerror tag 5 ename unknown ctl command
+        # only a fid open for writing takes a write stream
+        -> Twalk tag 6 fid 0 newfid 2 nwname 1 0:hello
+        <- Rwalk tag 6 *
+        -> Topen tag 7 fid 2 mode 0
+        <- Ropen tag 7 *
+        -> Tswrite tag 8 fid 2 offset 0
+        <- Rerror tag 8 ename fid not open for writing
+        "
+    );
+    transcript::play_server(with_streams(16, 1 << 20), &script).await;
 }

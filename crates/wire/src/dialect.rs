@@ -1,4 +1,5 @@
-//! The three living dialects of 9P and how a Tversion string names them.
+//! The three living dialects of 9P, the stream extension on top of them, and
+//! how a Tversion string names them.
 
 use std::fmt;
 
@@ -73,7 +74,54 @@ impl fmt::Display for Dialect {
     }
 }
 
-/// The dialects a message type exists in.
+/// The suffix of a version string that asks for the stream extension
+/// (`docs/streams.md`) on top of a dialect: `9P2000.L.stream`.
+pub const STREAM_SUFFIX: &str = ".stream";
+
+/// What a connection speaks: a dialect and, if both ends agreed to it in
+/// Tversion/Rversion, the stream extension, whose messages exist only then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Protocol {
+    pub dialect: Dialect,
+    pub streams: bool,
+}
+
+impl Protocol {
+    /// The version string for Tversion/Rversion.
+    pub fn version(self) -> String {
+        let suffix = if self.streams { STREAM_SUFFIX } else { "" };
+        format!("{}{suffix}", self.dialect.version())
+    }
+
+    /// What a version string asks for: the dialect as
+    /// [`Dialect::from_version`] reads it, with streams if the string is
+    /// exactly that dialect's name and [`STREAM_SUFFIX`].
+    pub fn from_version(version: &str) -> Option<Protocol> {
+        let dialect = Dialect::from_version(version)?;
+        let streams = version
+            .strip_prefix(dialect.version())
+            .is_some_and(|rest| rest == STREAM_SUFFIX);
+        Some(Protocol { dialect, streams })
+    }
+}
+
+impl From<Dialect> for Protocol {
+    /// A dialect without extensions.
+    fn from(dialect: Dialect) -> Protocol {
+        Protocol {
+            dialect,
+            streams: false,
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.version())
+    }
+}
+
+/// The protocols a message type exists in.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DialectSet(u8);
 
@@ -82,9 +130,22 @@ impl DialectSet {
     /// Messages 9P2000.L replaced with its own (open, create, stat, wstat, error).
     pub(crate) const BASE_U: DialectSet = DialectSet(1 | 2);
     pub(crate) const L: DialectSet = DialectSet(4);
+    /// The stream extension's messages: every dialect, once negotiated.
+    pub(crate) const STREAMS: DialectSet = DialectSet(1 | 2 | 4 | 8);
 
+    /// True if the dialect has the message (whatever was negotiated).
     pub(crate) fn contains(self, d: Dialect) -> bool {
         self.0 & d.bit() != 0
+    }
+
+    /// True if a connection speaking `p` has the message.
+    pub(crate) fn admits(self, p: Protocol) -> bool {
+        self.contains(p.dialect) && (self.0 & 8 == 0 || p.streams)
+    }
+
+    /// True for the stream extension's messages.
+    pub(crate) fn is_extension(self) -> bool {
+        self.0 & 8 != 0
     }
 }
 
@@ -104,5 +165,31 @@ mod tests {
         assert_eq!(Dialect::from_version("9P"), None);
         assert_eq!(Dialect::from_version(""), None);
         assert_eq!(Dialect::from_version("unknown"), None);
+    }
+
+    #[test]
+    fn stream_version_strings() {
+        for dialect in Dialect::ALL {
+            for streams in [false, true] {
+                let p = Protocol { dialect, streams };
+                assert_eq!(Protocol::from_version(&p.version()), Some(p));
+            }
+        }
+        assert_eq!(
+            Protocol::from_version("9P2000.L.stream").map(|p| p.streams),
+            Some(true)
+        );
+        assert_eq!(
+            Protocol::from_version("9P2000.stream").map(|p| p.streams),
+            Some(true)
+        );
+        for plain in [
+            "9P2000.L.streams",
+            "9P2000.L.Google.7.stream",
+            "9P2000.L.stream.x",
+        ] {
+            let p = Protocol::from_version(plain).expect("a dialect");
+            assert!(!p.streams, "{plain}");
+        }
     }
 }

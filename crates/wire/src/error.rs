@@ -101,6 +101,8 @@ pub enum EncodeError {
     DataTooLarge(usize),
     /// The message does not exist in the dialect it is being encoded in.
     NotInDialect(&'static str, crate::Dialect),
+    /// The message belongs to an extension the connection did not negotiate.
+    NotNegotiated(&'static str),
 }
 
 impl fmt::Display for EncodeError {
@@ -112,6 +114,7 @@ impl fmt::Display for EncodeError {
             StatTooLarge(n) => write!(f, "stat of {n} bytes does not fit its size field"),
             DataTooLarge(n) => write!(f, "payload of {n} bytes does not fit its count field"),
             NotInDialect(name, d) => write!(f, "{name} does not exist in {d}"),
+            NotNegotiated(name) => write!(f, "{name} needs an extension not negotiated"),
         }
     }
 }

@@ -16,11 +16,18 @@ pub(crate) struct Reader {
     buf: Bytes,
     pos: usize,
     pub(crate) dialect: Dialect,
+    /// The stream extension was negotiated: its messages decode.
+    pub(crate) streams: bool,
 }
 
 impl Reader {
     pub(crate) fn new(buf: Bytes, pos: usize, dialect: Dialect) -> Self {
-        Reader { buf, pos, dialect }
+        Reader {
+            buf,
+            pos,
+            dialect,
+            streams: false,
+        }
     }
 
     pub(crate) fn pos(&self) -> usize {

@@ -38,7 +38,7 @@ mod text;
 
 pub mod consts;
 
-pub use dialect::Dialect;
+pub use dialect::{Dialect, Protocol, STREAM_SUFFIX};
 pub use errno::Errno;
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use message::*;

@@ -7,10 +7,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::dialect::DialectSet;
+use crate::dialect::{DialectSet, Protocol};
 use crate::error::{DecodeError, DecodeErrorKind, EncodeError};
 use crate::field::{Field, Reader, Writer};
-use crate::{Dialect, Fid, HEADER_LEN, NONUNAME, Name, Qid, Stat};
+use crate::{Fid, HEADER_LEN, NONUNAME, Name, Qid, Stat};
 
 /// Defines the message structs, [`Msg`], and their encoders and decoders from
 /// one table, so that a layout is written once.
@@ -69,21 +69,29 @@ macro_rules! messages {
                 match self { $( Msg::$name(_) => stringify!($name), )* }
             }
 
-            /// The name of type number `ty` in `dialect`, if it has one there.
-            pub fn type_name(ty: u8, dialect: Dialect) -> Option<&'static str> {
+            /// The name of type number `ty` in `protocol` (a [`crate::Dialect`], or
+            /// one with the stream extension), if it has one there.
+            pub fn type_name(ty: u8, protocol: impl Into<Protocol>) -> Option<&'static str> {
+                let p = protocol.into();
                 match ty {
-                    $( $ty if DialectSet::$dialects.contains(dialect) => Some(stringify!($name)), )*
+                    $( $ty if DialectSet::$dialects.admits(p) => Some(stringify!($name)), )*
                     _ => None,
                 }
             }
 
-            fn in_dialect(&self, dialect: Dialect) -> bool {
-                match self { $( Msg::$name(_) => DialectSet::$dialects.contains(dialect), )* }
+            /// True for the messages of the stream extension (`docs/streams.md`).
+            pub fn is_stream_extension(&self) -> bool {
+                match self { $( Msg::$name(_) => DialectSet::$dialects.is_extension(), )* }
+            }
+
+            fn admitted_by(&self, p: Protocol) -> bool {
+                match self { $( Msg::$name(_) => DialectSet::$dialects.admits(p), )* }
             }
 
             fn decode_body(ty: u8, r: &mut Reader) -> Result<Msg, DecodeError> {
+                let p = Protocol { dialect: r.dialect, streams: r.streams };
                 match ty {
-                    $( $ty if DialectSet::$dialects.contains(r.dialect) =>
+                    $( $ty if DialectSet::$dialects.admits(p) =>
                         $name::decode_body(r).map(Msg::$name), )*
                     _ => Err(DecodeError::new(DecodeErrorKind::UnknownType(ty), 4)),
                 }
@@ -220,6 +228,30 @@ messages! {
     Rrenameat = 75 in L {}
     Tunlinkat = 76 in L { dirfid: Fid, name: Name, flags: u32 }
     Runlinkat = 77 in L {}
+
+    // The stream extension (docs/streams.md), in any dialect once Tversion
+    // and Rversion agreed to it.
+
+    /// Asks for `count` bytes of open `fid` from `offset` on (`count` all
+    /// ones: to the end) as a stream of Rsread on this tag; the server may
+    /// send `credit` bytes of data before it is granted more by Tscredit.
+    Tsread = 160 in STREAMS { fid: Fid, offset: u64, count: u64, credit: u32 }
+    /// One piece of a read stream; an empty one ends it.
+    Rsread = 161 in STREAMS { data: Bytes }
+    /// Opens a write stream to open `fid` from `offset` on: Tsdata on this
+    /// tag carry the data, as far as Rscredit allows.
+    Tswrite = 162 in STREAMS { fid: Fid, offset: u64 }
+    /// Ends a write stream: every byte was written, `count` in all.
+    Rswrite = 163 in STREAMS { count: u64 }
+    /// One piece of a write stream, on the Tswrite's tag; an empty one ends
+    /// it. Not answered by itself.
+    Tsdata = 164 in STREAMS { data: Bytes }
+    /// The server grants `credit` more bytes of Tsdata to the write stream
+    /// on this tag.
+    Rscredit = 165 in STREAMS { credit: u32 }
+    /// The client grants `credit` more bytes of Rsread to the read stream on
+    /// this tag. Not answered by itself.
+    Tscredit = 166 in STREAMS { credit: u32 }
 }
 
 impl Msg {
@@ -228,12 +260,14 @@ impl Msg {
         self.ty() % 2 == 0
     }
 
-    /// The data payload of Rread, Twrite or Rreaddir.
+    /// The data payload of Rread, Twrite, Rreaddir, Rsread or Tsdata.
     pub fn payload(&self) -> Option<&Bytes> {
         match self {
             Msg::Rread(m) => Some(&m.data),
             Msg::Twrite(m) => Some(&m.data),
             Msg::Rreaddir(m) => Some(&m.data),
+            Msg::Rsread(m) => Some(&m.data),
+            Msg::Tsdata(m) => Some(&m.data),
             _ => None,
         }
     }
@@ -282,9 +316,11 @@ impl Fcall {
         }
     }
 
-    /// Decodes one whole frame (`size[4]` included) in `dialect`. Read and
-    /// write payloads become slices of `frame`.
-    pub fn decode(frame: Bytes, dialect: Dialect) -> Result<Fcall, DecodeError> {
+    /// Decodes one whole frame (`size[4]` included) in `protocol` (a
+    /// [`crate::Dialect`], or one with the stream extension). Read and write
+    /// payloads become slices of `frame`.
+    pub fn decode(frame: Bytes, protocol: impl Into<Protocol>) -> Result<Fcall, DecodeError> {
+        let Protocol { dialect, streams } = protocol.into();
         let header = Header::decode(&frame)?;
         if header.size as usize != frame.len() {
             let kind = DecodeErrorKind::SizeMismatch {
@@ -294,6 +330,7 @@ impl Fcall {
             return Err(DecodeError::new(kind, 0));
         }
         let mut r = Reader::new(frame, HEADER_LEN, dialect);
+        r.streams = streams;
         let msg = Msg::decode_body(header.ty, &mut r)?;
         r.finish()?;
         Ok(Fcall {
@@ -303,8 +340,12 @@ impl Fcall {
     }
 
     /// Appends the whole frame to `buf`.
-    pub fn encode(&self, dialect: Dialect, buf: &mut BytesMut) -> Result<(), EncodeError> {
-        if let Some(payload) = self.encode_head(dialect, buf)? {
+    pub fn encode(
+        &self,
+        protocol: impl Into<Protocol>,
+        buf: &mut BytesMut,
+    ) -> Result<(), EncodeError> {
+        if let Some(payload) = self.encode_head(protocol, buf)? {
             buf.extend_from_slice(&payload);
         }
         Ok(())
@@ -315,10 +356,18 @@ impl Fcall {
     /// uncopied. The `size[4]` in `head` counts the payload.
     pub fn encode_head(
         &self,
-        dialect: Dialect,
+        protocol: impl Into<Protocol>,
         head: &mut BytesMut,
     ) -> Result<Option<Bytes>, EncodeError> {
-        if !self.msg.in_dialect(dialect) {
+        let p = protocol.into();
+        let dialect = p.dialect;
+        if !self.msg.admitted_by(p) {
+            if self.msg.admitted_by(Protocol {
+                dialect,
+                streams: true,
+            }) {
+                return Err(EncodeError::NotNegotiated(self.msg.name()));
+            }
             return Err(EncodeError::NotInDialect(self.msg.name(), dialect));
         }
         let start = head.len();
@@ -345,9 +394,9 @@ impl Fcall {
     }
 
     /// The whole frame as bytes.
-    pub fn to_bytes(&self, dialect: Dialect) -> Result<Bytes, EncodeError> {
+    pub fn to_bytes(&self, protocol: impl Into<Protocol>) -> Result<Bytes, EncodeError> {
         let mut buf = BytesMut::new();
-        self.encode(dialect, &mut buf)?;
+        self.encode(protocol, &mut buf)?;
         Ok(buf.freeze())
     }
 }

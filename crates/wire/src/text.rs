@@ -436,6 +436,18 @@ impl Display for Fcall {
                 Text(&m.name),
                 m.flags
             ),
+
+            Msg::Tsread(m) => write!(
+                f,
+                " fid {} offset {} count {} credit {}",
+                m.fid, m.offset, m.count as i64, m.credit
+            ),
+            Msg::Rsread(m) => write!(f, " count {} {}", m.data.len(), Dump(&m.data)),
+            Msg::Tswrite(m) => write!(f, " fid {} offset {}", m.fid, m.offset),
+            Msg::Rswrite(m) => write!(f, " count {}", m.count),
+            Msg::Tsdata(m) => write!(f, " count {} {}", m.data.len(), Dump(&m.data)),
+            Msg::Rscredit(m) => write!(f, " credit {}", m.credit),
+            Msg::Tscredit(m) => write!(f, " credit {}", m.credit),
         }
     }
 }

@@ -21,6 +21,14 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestR
 
 const DIALECTS: [Dialect; 3] = [Dialect::Base, Dialect::U, Dialect::L];
 
+/// Every dialect, plain and with the stream extension.
+fn protocols() -> Vec<Protocol> {
+    DIALECTS
+        .into_iter()
+        .flat_map(|dialect| [false, true].map(|streams| Protocol { dialect, streams }))
+        .collect()
+}
+
 /// Random messages tried per message type and dialect, by each property.
 const CASES_PER_MESSAGE: u32 = 40;
 
@@ -466,6 +474,21 @@ fn table(d: Dialect) -> Vec<(u8, BoxedStrategy<Msg>)> {
         arb!(Rreaddir {
             data: readdir_data()
         }),
+        arb!(Tsread {
+            fid: fid(),
+            offset: u64s(),
+            count: u64s(),
+            credit: u32s()
+        }),
+        arb!(Rsread { data: payload() }),
+        arb!(Tswrite {
+            fid: fid(),
+            offset: u64s()
+        }),
+        arb!(Rswrite { count: u64s() }),
+        arb!(Tsdata { data: payload() }),
+        arb!(Rscredit { credit: u32s() }),
+        arb!(Tscredit { credit: u32s() }),
         arb!(Tfsync {
             fid: fid(),
             datasync: prop::option::of(u32s())
@@ -526,15 +549,15 @@ fn table(d: Dialect) -> Vec<(u8, BoxedStrategy<Msg>)> {
 }
 
 /// The type numbers that exist in `d`, per the wire crate.
-fn types_in(d: Dialect) -> Vec<u8> {
+fn types_in(d: impl Into<Protocol> + Copy) -> Vec<u8> {
     (0..=u8::MAX)
         .filter(|&ty| Msg::type_name(ty, d).is_some())
         .collect()
 }
 
 /// `(name, strategy for tagged messages)` for every message type of `d`.
-fn messages_in(d: Dialect) -> Vec<(&'static str, BoxedStrategy<Fcall>)> {
-    table(d)
+fn messages_in(d: Protocol) -> Vec<(&'static str, BoxedStrategy<Fcall>)> {
+    table(d.dialect)
         .into_iter()
         .filter_map(|(ty, msgs)| {
             let name = Msg::type_name(ty, d)?;
@@ -545,13 +568,13 @@ fn messages_in(d: Dialect) -> Vec<(&'static str, BoxedStrategy<Fcall>)> {
 }
 
 /// Any message of `d`.
-fn any_fcall(d: Dialect) -> BoxedStrategy<Fcall> {
+fn any_fcall(d: Protocol) -> BoxedStrategy<Fcall> {
     let all: Vec<_> = messages_in(d).into_iter().map(|(_, s)| s).collect();
     proptest::strategy::Union::new(all).boxed()
 }
 
-fn dialect() -> impl Strategy<Value = Dialect> {
-    select(DIALECTS.to_vec())
+fn protocol() -> impl Strategy<Value = Protocol> {
+    select(protocols())
 }
 
 /// Runs `test` on random messages of every type in every dialect it exists
@@ -559,7 +582,7 @@ fn dialect() -> impl Strategy<Value = Dialect> {
 /// dialect and (shrunk) failing input.
 fn for_every_message<E>(
     extra: E,
-    test: impl Fn(Dialect, &Fcall, E::Value) -> Result<(), TestCaseError>,
+    test: impl Fn(Protocol, &Fcall, E::Value) -> Result<(), TestCaseError>,
 ) where
     E: Strategy + Clone,
 {
@@ -569,7 +592,7 @@ fn for_every_message<E>(
         ..Config::default()
     };
     let mut checked = 0;
-    for d in DIALECTS {
+    for d in protocols() {
         for (name, fcalls) in messages_in(d) {
             let mut runner = TestRunner::new(config.clone());
             let result = runner.run(&(fcalls, extra.clone()), |(fcall, x)| {
@@ -584,11 +607,14 @@ fn for_every_message<E>(
     }
     assert_eq!(
         checked,
-        DIALECTS.iter().map(|&d| types_in(d).len()).sum::<usize>()
+        protocols()
+            .iter()
+            .map(|&d| types_in(d).len())
+            .sum::<usize>()
     );
 }
 
-fn frame_of(d: Dialect, f: &Fcall) -> Result<Bytes, TestCaseError> {
+fn frame_of(d: Protocol, f: &Fcall) -> Result<Bytes, TestCaseError> {
     let frame = f.to_bytes(d)?;
     prop_assert!(frame.len() >= HEADER_LEN);
     Ok(frame)
@@ -623,7 +649,7 @@ fn check_text(f: &Fcall) -> Result<(), TestCaseError> {
 
 /// Decodes untrusted bytes: must not panic; an error must point inside the
 /// frame; a message must encode back to exactly these bytes.
-fn check_untrusted(d: Dialect, frame: Bytes) -> Result<(), TestCaseError> {
+fn check_untrusted(d: Protocol, frame: Bytes) -> Result<(), TestCaseError> {
     let header = Header::decode(&frame);
     match Fcall::decode(frame.clone(), d) {
         Ok(f) => {
@@ -653,7 +679,7 @@ fn check_untrusted(d: Dialect, frame: Bytes) -> Result<(), TestCaseError> {
 
 #[test]
 fn every_type_of_every_dialect_has_a_strategy() {
-    for d in DIALECTS {
+    for d in protocols() {
         let want: BTreeSet<&str> = types_in(d)
             .into_iter()
             .filter_map(|ty| Msg::type_name(ty, d))
@@ -666,9 +692,9 @@ fn every_type_of_every_dialect_has_a_strategy() {
     let all: Vec<u8> = table(Dialect::L).into_iter().map(|(ty, _)| ty).collect();
     let distinct: BTreeSet<u8> = all.iter().copied().collect();
     assert_eq!(distinct.len(), all.len());
-    let known: BTreeSet<u8> = DIALECTS.iter().flat_map(|&d| types_in(d)).collect();
+    let known: BTreeSet<u8> = protocols().iter().flat_map(|&d| types_in(d)).collect();
     assert_eq!(distinct, known);
-    assert_eq!(all.len(), 66);
+    assert_eq!(all.len(), 73);
 }
 
 #[test]
@@ -722,15 +748,19 @@ fn encode_then_decode_is_identity() {
 #[test]
 fn messages_do_not_encode_in_dialects_that_lack_them() {
     for_every_message(Just(()), |d, f, ()| {
-        for other in DIALECTS {
+        for other in protocols() {
             if Msg::type_name(f.msg.ty(), other).is_some() {
                 continue;
             }
+            // The stream extension's messages exist in no dialect until
+            // Tversion agrees to them.
+            let want = if f.msg.is_stream_extension() {
+                EncodeError::NotNegotiated(f.msg.name())
+            } else {
+                EncodeError::NotInDialect(f.msg.name(), other.dialect)
+            };
             let mut buf = BytesMut::from(&b"keep"[..]);
-            prop_assert_eq!(
-                f.encode(other, &mut buf),
-                Err(EncodeError::NotInDialect(f.msg.name(), other))
-            );
+            prop_assert_eq!(f.encode(other, &mut buf), Err(want));
             prop_assert_eq!(&buf[..], b"keep");
             // Nor do its bytes decode there.
             let err = Fcall::decode(f.to_bytes(d)?, other).expect_err("decoded");
@@ -959,7 +989,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in vec(any::<u8>(), 0..512)) {
         let frame = Bytes::from(bytes);
-        for d in DIALECTS {
+        for d in protocols() {
             check_untrusted(d, frame.clone())?;
         }
     }
@@ -968,7 +998,7 @@ proptest! {
     /// size check and into the fields.
     #[test]
     fn arbitrary_bodies_never_panic(
-        ty in prop_oneof![4 => select(types_in(Dialect::L).into_iter().chain(types_in(Dialect::U)).collect::<Vec<_>>()), 1 => any::<u8>()],
+        ty in prop_oneof![4 => select(protocols().into_iter().flat_map(types_in).collect::<Vec<_>>()), 1 => any::<u8>()],
         tag in any::<u16>(),
         body in prop_oneof![vec(any::<u8>(), 0..24), vec(any::<u8>(), 0..200)],
     ) {
@@ -978,7 +1008,7 @@ proptest! {
         frame.extend_from_slice(&tag.to_le_bytes());
         frame.extend_from_slice(&body);
         let frame = Bytes::from(frame);
-        for d in DIALECTS {
+        for d in protocols() {
             check_untrusted(d, frame.clone())?;
         }
     }
@@ -987,7 +1017,7 @@ proptest! {
     /// size field fixed up or not.
     #[test]
     fn mutated_frames_never_panic(
-        (d, f) in dialect().prop_flat_map(|d| (Just(d), any_fcall(d))),
+        (d, f) in protocol().prop_flat_map(|d| (Just(d), any_fcall(d))),
         edits in vec(mutation(), 1..4),
         fix_size in any::<bool>(),
     ) {
@@ -1000,7 +1030,7 @@ proptest! {
             v[..4].copy_from_slice(&len.to_le_bytes());
         }
         let frame = Bytes::from(v);
-        for d in DIALECTS {
+        for d in protocols() {
             check_untrusted(d, frame.clone())?;
         }
     }

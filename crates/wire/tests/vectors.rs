@@ -666,3 +666,50 @@ fn payloads_are_slices_of_the_frame() {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// The examples at the end of docs/streams.md: hex frames, each followed by
+/// its text form.
+fn stream_examples() -> Vec<(Vec<u8>, String)> {
+    let doc = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/streams.md");
+    let doc = std::fs::read_to_string(&doc).expect("docs/streams.md");
+    let examples = doc
+        .split("## Examples")
+        .nth(1)
+        .expect("an Examples section");
+    let lines: Vec<&str> = examples
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines
+        .chunks(2)
+        .map(|pair| (unhex(&pair[0].replace(' ', "")), pair[1].to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_stream_extension_examples_decode_only_once_negotiated() {
+    let examples = stream_examples();
+    assert_eq!(examples.len(), 9);
+    let mut names = BTreeSet::new();
+    for (frame, text) in examples {
+        let frame = Bytes::from(frame);
+        for dialect in [Dialect::Base, Dialect::U, Dialect::L] {
+            let p = Protocol {
+                dialect,
+                streams: true,
+            };
+            let f = Fcall::decode(frame.clone(), p).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(f.to_string(), text);
+            assert_eq!(f.to_bytes(p).unwrap(), frame, "{text}");
+            assert!(f.msg.is_stream_extension());
+            names.insert(f.msg.name());
+            let err = Fcall::decode(frame.clone(), dialect).expect_err("decoded unnegotiated");
+            assert_eq!(err.kind, DecodeErrorKind::UnknownType(frame[4]));
+        }
+    }
+    let all = [
+        "Tsread", "Rsread", "Tswrite", "Rswrite", "Tsdata", "Rscredit", "Tscredit",
+    ];
+    assert_eq!(names, all.into_iter().collect());
+}

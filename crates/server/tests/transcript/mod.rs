@@ -19,8 +19,12 @@ use tokio_util::codec::FramedRead;
 
 /// Plays `script` against `fs` served with `limits`.
 pub async fn play<F: Filesystem>(fs: F, limits: Limits, script: &str) {
+    play_server(Server::with_limits(fs, limits), script).await
+}
+
+/// Plays `script` against `server`.
+pub async fn play_server<F: Filesystem>(server: Server<F>, script: &str) {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
-    let server = Server::with_limits(fs, limits);
     let serving = tokio::spawn(async move {
         server
             .serve_stream(Box::new(theirs), std::future::pending())
@@ -28,7 +32,7 @@ pub async fn play<F: Filesystem>(fs: F, limits: Limits, script: &str) {
     });
     let (reader, mut writer) = tokio::io::split(ours);
     let mut frames = FramedRead::new(reader, FrameCodec::new(u32::MAX, Dialect::Base));
-    let mut dialect = Dialect::Base;
+    let mut dialect = Protocol::from(Dialect::Base);
     let mut unordered: Vec<String> = Vec::new();
     let lines: Vec<&str> = script.lines().map(str::trim).collect();
     for (n, &line) in lines.iter().enumerate() {
@@ -95,7 +99,7 @@ pub async fn play<F: Filesystem>(fs: F, limits: Limits, script: &str) {
             let text = got.to_string();
             assert!(glob(expected, &text), "{}\n  got: {text}", at());
             if let Msg::Rversion(v) = &got.msg {
-                dialect = Dialect::from_version(&v.version).unwrap_or(Dialect::Base);
+                dialect = Protocol::from_version(&v.version).unwrap_or(Dialect::Base.into());
             }
         } else if let Some(ms) = line.strip_prefix("-- sleep ") {
             tokio::time::sleep(Duration::from_millis(ms.parse().expect("ms"))).await;
@@ -296,6 +300,29 @@ pub fn parse(line: &str) -> Result<Fcall, String> {
             }
             .into()
         }
+        "Tsread" => Tsread {
+            fid: fid("fid")?,
+            offset: num("offset")?,
+            count: match get("count")? {
+                "-1" => u64::MAX,
+                c => number(c)?,
+            },
+            credit: num("credit")? as u32,
+        }
+        .into(),
+        "Tswrite" => Tswrite {
+            fid: fid("fid")?,
+            offset: num("offset")?,
+        }
+        .into(),
+        "Tsdata" => Tsdata {
+            data: Bytes::from(rest.last().cloned().unwrap_or_default()),
+        }
+        .into(),
+        "Tscredit" => Tscredit {
+            credit: num("credit")? as u32,
+        }
+        .into(),
         "Tclunk" => Tclunk { fid: fid("fid")? }.into(),
         "Tremove" => Tremove { fid: fid("fid")? }.into(),
         "Tstat" => Tstat { fid: fid("fid")? }.into(),

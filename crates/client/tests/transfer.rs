@@ -1,0 +1,386 @@
+//! Bulk transfers of a range of a file (`File::read_range`,
+//! `File::write_range`): byte-exact in every mode, with short reads and
+//! writes, errors part-way, and dropped transfers; pipelined only where
+//! that keeps the meaning of every request.
+
+#[path = "support/flaky.rs"]
+mod flaky;
+#[path = "support/pattern.rs"]
+mod pattern;
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+use bytes::Bytes;
+use flaky::Flaky;
+use ninep_client::{Client, Error, File, Fsys, Mode, Options, Transfer};
+use ninep_server::{Limits, Server, StreamLimits};
+use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR, O_WRONLY};
+use ninep_wire::consts::mode::DMAPPEND;
+use ninep_wire::{Dialect, Errno};
+use pattern::pattern;
+
+/// A client of `fs` over an in-memory stream, with a small msize so that a
+/// few MiB take hundreds of requests.
+async fn serve(fs: Flaky, dialect: Dialect) -> Fsys {
+    serve_with(fs, dialect, StreamLimits::default()).await
+}
+
+async fn serve_with(fs: Flaky, dialect: Dialect, streams: StreamLimits) -> Fsys {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let server = Server::with_stream_limits(fs, Limits::default(), streams);
+    tokio::spawn(async move {
+        server
+            .serve_stream(Box::new(theirs), std::future::pending())
+            .await
+    });
+    let options = Options {
+        dialect: Some(dialect),
+        msize: 16 * 1024 + 24,
+    };
+    let client = Client::over(Box::new(ours), options)
+        .await
+        .expect("connect");
+    client.attach("glenda", "").await.expect("attach")
+}
+
+async fn write_file(fsys: &Fsys, path: &str, data: &[u8]) {
+    let file = fsys.create(path, 0o644, O_RDWR).await.expect("create");
+    let mut w = file
+        .write_range(0, Transfer::new(Mode::OneAtATime))
+        .await
+        .unwrap();
+    w.write(Bytes::copy_from_slice(data)).await.expect("write");
+    assert_eq!(w.finish().await.expect("finish"), data.len() as u64);
+}
+
+/// Everything a range read hands out, and how it ended.
+async fn read_range(
+    file: &File,
+    offset: u64,
+    len: Option<u64>,
+    how: Transfer,
+) -> (Vec<u8>, Result<(), Error>) {
+    let mut r = file.read_range(offset, len, how).await.expect("start");
+    let mut out = Vec::new();
+    loop {
+        match r.next().await {
+            Ok(Some(piece)) => {
+                assert!(!piece.is_empty());
+                out.extend_from_slice(&piece);
+            }
+            Ok(None) => return (out, Ok(())),
+            Err(e) => return (out, Err(e)),
+        }
+    }
+}
+
+const MODES: [Mode; 4] = [
+    Mode::OneAtATime,
+    Mode::Pipelined,
+    Mode::Streamed,
+    Mode::Auto,
+];
+
+/// The mode a transfer asked to run in `mode` runs in against a server that
+/// speaks the stream extension, for a regular file.
+fn expected(mode: Mode) -> Mode {
+    match mode {
+        Mode::Auto => Mode::Streamed,
+        mode => mode,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_files_arrive_byte_exact_in_every_mode() {
+    let data = pattern(5 << 20 | 12345);
+    for dialect in Dialect::ALL {
+        let fsys = serve(Flaky::new(), dialect).await;
+        for mode in MODES {
+            let path = format!("big-{mode:?}");
+            let file = fsys.create(&path, 0o644, O_RDWR).await.expect("create");
+            let mut w = file.write_range(0, Transfer::new(mode)).await.unwrap();
+            assert_eq!(w.mode(), expected(mode), "{dialect} {mode:?}");
+            // Uneven pieces, so that writes straddle iounits.
+            for piece in data.chunks(100_003) {
+                w.write(Bytes::copy_from_slice(piece)).await.expect("write");
+            }
+            assert_eq!(w.finish().await.unwrap(), data.len() as u64);
+            drop(file);
+            let file = fsys.open(&path, O_RDONLY).await.expect("open");
+            let (got, end) = read_range(&file, 0, None, Transfer::new(mode)).await;
+            end.expect("read");
+            assert!(got == data, "{dialect} {mode:?}: read back differs");
+            // A range in the middle, and one running past the end.
+            let (got, end) =
+                read_range(&file, 1_000_001, Some(2_000_000), Transfer::new(mode)).await;
+            end.expect("read");
+            assert!(
+                got == data[1_000_001..3_000_001],
+                "{dialect} {mode:?}: middle range"
+            );
+            let (got, end) = read_range(
+                &file,
+                data.len() as u64 - 10,
+                Some(1000),
+                Transfer::new(mode),
+            )
+            .await;
+            end.expect("read");
+            assert_eq!(got, data[data.len() - 10..], "{dialect} {mode:?}: tail");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelining_keeps_requests_in_flight_and_one_at_a_time_does_not() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let fsys = serve(fs, Dialect::L).await;
+    let data = pattern(2 << 20);
+    write_file(&fsys, "f", &data).await;
+    knobs.delay_us.store(500, SeqCst);
+    let file = fsys.open("f", O_RDONLY).await.unwrap();
+    for (mode, at_once) in [(Mode::OneAtATime, 1..=1), (Mode::Pipelined, 4..=u64::MAX)] {
+        knobs.most_at_once.store(0, SeqCst);
+        let (got, end) = read_range(&file, 0, None, Transfer::new(mode)).await;
+        end.unwrap();
+        assert!(got == data);
+        let seen = knobs.most_at_once.load(SeqCst);
+        assert!(at_once.contains(&seen), "{mode:?}: {seen} reads at once");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_reads_and_writes_lose_nothing() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let fsys = serve(fs, Dialect::L).await;
+    let data = pattern(3 << 20 | 777);
+    knobs.short_writes.store(true, SeqCst);
+    for mode in MODES {
+        let path = format!("short-{mode:?}");
+        write_file(&fsys, &path, &[]).await;
+        let file = fsys.open(&path, O_WRONLY).await.unwrap();
+        let mut w = file.write_range(0, Transfer::new(mode)).await.unwrap();
+        w.write(Bytes::from(data.clone())).await.unwrap();
+        assert_eq!(w.finish().await.unwrap(), data.len() as u64);
+    }
+    knobs.short_writes.store(false, SeqCst);
+    knobs.short_reads.store(true, SeqCst);
+    for mode in MODES {
+        let file = fsys
+            .open(&format!("short-{mode:?}"), O_RDONLY)
+            .await
+            .unwrap();
+        let (got, end) = read_range(&file, 0, None, Transfer::new(mode)).await;
+        end.unwrap();
+        assert!(got == data, "{mode:?}: read back differs");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_part_way_ends_the_read_exactly_there() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let fsys = serve(fs, Dialect::L).await;
+    let data = pattern(4 << 20);
+    write_file(&fsys, "f", &data).await;
+    let fail_at = 1_234_567;
+    knobs.fail_at.store(fail_at, SeqCst);
+    let file = fsys.open("f", O_RDONLY).await.unwrap();
+    for mode in MODES {
+        let (got, end) = read_range(&file, 0, None, Transfer::new(mode)).await;
+        let err = end.expect_err("the read should fail");
+        assert_eq!(err.errno(), Errno::EIO, "{mode:?}: {err}");
+        assert_eq!(got.len() as u64, fail_at, "{mode:?}");
+        assert!(got == data[..fail_at as usize]);
+    }
+    // The connection is fine afterwards.
+    knobs.fail_at.store(u64::MAX, SeqCst);
+    let (got, end) = read_range(&file, 0, None, Transfer::default()).await;
+    end.unwrap();
+    assert!(got == data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_transfer_flushes_what_it_had_in_flight() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let fsys = serve(fs, Dialect::L).await;
+    let data = pattern(4 << 20);
+    write_file(&fsys, "f", &data).await;
+    knobs.delay_us.store(2000, SeqCst);
+    let file = fsys.open("f", O_RDONLY).await.unwrap();
+    let mut r = file
+        .read_range(0, None, Transfer::new(Mode::Pipelined))
+        .await
+        .unwrap();
+    let first = r.next().await.unwrap().unwrap();
+    assert!(first[..] == data[..first.len()]);
+    drop(r);
+    // Every request is answered or flushed, and the connection goes on.
+    tokio::time::timeout(Duration::from_secs(10), fsys.client().idle())
+        .await
+        .expect("requests left hanging");
+    knobs.delay_us.store(0, SeqCst);
+    let (got, end) = read_range(&file, 0, None, Transfer::new(Mode::Pipelined)).await;
+    end.unwrap();
+    assert!(got == data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_only_files_are_never_pipelined() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    // Only 9P2000 can make an append-only file; ramfs shows it in every dialect.
+    let maker = serve(fs.clone(), Dialect::Base).await;
+    drop(maker.create("log", DMAPPEND | 0o644, O_RDWR).await.unwrap());
+    let data = pattern(300_000);
+    for dialect in [Dialect::Base, Dialect::L] {
+        let fsys = serve(fs.clone(), dialect).await;
+        let log = fsys.open("log", O_RDWR).await.unwrap();
+        knobs.delay_us.store(300, SeqCst);
+        knobs.most_at_once.store(0, SeqCst);
+        let mut w = log
+            .write_range(0, Transfer::new(Mode::Pipelined))
+            .await
+            .unwrap();
+        assert_eq!(w.mode(), Mode::OneAtATime, "{dialect}");
+        for piece in data.chunks(10_000) {
+            w.write(Bytes::copy_from_slice(piece)).await.unwrap();
+        }
+        w.finish().await.unwrap();
+        assert_eq!(knobs.most_at_once.load(SeqCst), 1, "{dialect}");
+        let (got, end) = read_range(&log, 0, None, Transfer::new(Mode::Pipelined)).await;
+        end.unwrap();
+        assert_eq!(knobs.most_at_once.load(SeqCst), 1, "{dialect}");
+        let want: Vec<u8> = match dialect {
+            Dialect::Base => data.clone(),
+            _ => [&data[..], &data[..]].concat(),
+        };
+        assert!(got == want, "{dialect}: the log is out of order");
+        knobs.delay_us.store(0, SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn synthetic_files_are_never_pipelined() {
+    use ninep_server::tree::{Dir, Tree};
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let root = Dir::new().read("counter", |_| Ok("0123456789".repeat(5000)));
+    let server = Server::new(Tree::new(root));
+    tokio::spawn(async move {
+        server
+            .serve_stream(Box::new(theirs), std::future::pending())
+            .await
+    });
+    // 9P2000.L servers keep no qid versions (diod's are all 0), so only
+    // 9P2000 and .u take a version of 0 to mean "synthetic".
+    let options = Options {
+        dialect: Some(Dialect::Base),
+        msize: 4096 + 24,
+    };
+    let client = Client::over(Box::new(ours), options).await.unwrap();
+    let fsys = client.attach("glenda", "").await.unwrap();
+    let file = fsys.open("counter", O_RDONLY).await.unwrap();
+    assert_eq!(file.qid().version, 0);
+    let r = file
+        .read_range(0, None, Transfer::new(Mode::Pipelined))
+        .await
+        .unwrap();
+    assert_eq!(r.mode(), Mode::OneAtATime);
+    drop(r);
+    let (got, end) = read_range(&file, 0, None, Transfer::default()).await;
+    end.unwrap();
+    assert_eq!(got, "0123456789".repeat(5000).into_bytes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_extension_streams_fall_back_to_pipelining() {
+    let off = StreamLimits {
+        streams: 0,
+        ..StreamLimits::default()
+    };
+    let fsys = serve_with(Flaky::new(), Dialect::L, off).await;
+    assert!(!fsys.client().streams());
+    let data = pattern(3 << 20 | 99);
+    let file = fsys.create("f", 0o644, O_RDWR).await.unwrap();
+    let mut w = file
+        .write_range(0, Transfer::new(Mode::Streamed))
+        .await
+        .unwrap();
+    assert_eq!(w.mode(), Mode::Pipelined);
+    w.write(Bytes::from(data.clone())).await.unwrap();
+    w.finish().await.unwrap();
+    for mode in [Mode::Streamed, Mode::Auto] {
+        let r = file.read_range(0, None, Transfer::new(mode)).await.unwrap();
+        assert_eq!(r.mode(), Mode::Pipelined);
+        drop(r);
+        let (got, end) = read_range(&file, 0, None, Transfer::new(mode)).await;
+        end.unwrap();
+        assert!(got == data);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_holds_the_server_to_its_window() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let fsys = serve(fs, Dialect::L).await;
+    let data = pattern(4 << 20);
+    write_file(&fsys, "f", &data).await;
+    let before = knobs.bytes_read.load(SeqCst);
+    let window = 256 * 1024;
+    let how = Transfer {
+        mode: Mode::Streamed,
+        max_window: window,
+    };
+    let file = fsys.open("f", O_RDONLY).await.unwrap();
+    let mut r = file.read_range(0, None, how).await.unwrap();
+    assert_eq!(r.mode(), Mode::Streamed);
+    let (mut consumed, mut most_ahead) = (0u64, 0u64);
+    let mut got = Vec::new();
+    while let Some(piece) = r.next().await.unwrap() {
+        consumed += piece.len() as u64;
+        got.extend_from_slice(&piece);
+        // Give the server every chance to run ahead.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let read = knobs.bytes_read.load(SeqCst) - before;
+        let ahead = read - consumed;
+        most_ahead = most_ahead.max(ahead);
+        assert!(
+            ahead <= window,
+            "the server read {read} bytes when {consumed} were consumed, window {window}"
+        );
+    }
+    assert!(got == data);
+    // The server did read ahead, as far as the window allowed.
+    assert!(most_ahead >= window / 2, "at most {most_ahead} bytes ahead");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_dropped_midway_is_flushed() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let fsys = serve(fs, Dialect::L).await;
+    let data = pattern(4 << 20);
+    write_file(&fsys, "f", &data).await;
+    knobs.delay_us.store(1000, SeqCst);
+    let file = fsys.open("f", O_RDONLY).await.unwrap();
+    let mut r = file
+        .read_range(0, None, Transfer::new(Mode::Streamed))
+        .await
+        .unwrap();
+    assert_eq!(r.mode(), Mode::Streamed);
+    let first = r.next().await.unwrap().unwrap();
+    assert!(first[..] == data[..first.len()]);
+    drop(r);
+    tokio::time::timeout(Duration::from_secs(10), fsys.client().idle())
+        .await
+        .expect("the stream was not flushed");
+    knobs.delay_us.store(0, SeqCst);
+    let (got, end) = read_range(&file, 0, None, Transfer::new(Mode::Streamed)).await;
+    end.unwrap();
+    assert!(got == data);
+}
