@@ -7,8 +7,10 @@
 //! back in order. That is only safe where a read or write at an offset means
 //! the same whenever it is made: regular files with a qid version (not 0,
 //! the mark of a synthetic file), neither append-only nor exclusive-use.
-//! Anything else is read and written one request at a time, whatever the
-//! caller asked for.
+//! Anything else is read and written one request at a time. A caller who
+//! asks for pipelining by name vouches that a regular file of version 0 is
+//! an ordinary file (diod, for one, reports version 0 for every file);
+//! append-only and exclusive-use files are never pipelined.
 //!
 //! Where the server agreed to the stream extension (docs/streams.md), a
 //! transfer can instead be one stream: a Tsread or Tswrite whose data flows
@@ -40,7 +42,8 @@ pub enum Mode {
     Auto,
     /// One request in flight at a time, as a simple program does it.
     OneAtATime,
-    /// A window of requests in flight (if the file allows it).
+    /// A window of requests in flight (if the file allows it; a regular
+    /// file of qid.version 0 is taken to be ordinary).
     Pipelined,
     /// The stream extension (docs/streams.md), if the server agreed to it;
     /// else as [`Mode::Auto`].
@@ -93,7 +96,7 @@ async fn plan(file: &File, how: Transfer) -> Result<(Mode, u64), Error> {
     let ordered = qid.ty.contains(QidType::APPEND)
         || qid.ty.contains(QidType::EXCL)
         || info.plan9_mode & (mode::DMAPPEND | mode::DMEXCL) != 0;
-    let versioned = qid.version != 0 || file.fid().client().dialect() == Dialect::L;
+    let versioned = qid.version != 0 || how.mode == Mode::Pipelined;
     if regular && versioned && !ordered {
         Ok((Mode::Pipelined, info.size))
     } else {
