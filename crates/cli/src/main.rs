@@ -5,6 +5,7 @@ mod args;
 mod bench;
 mod decode;
 mod mount;
+mod mux;
 mod ns;
 mod serve;
 mod trace;
@@ -43,6 +44,8 @@ enum Command {
     Mkdir(verbs::CreateArgs),
     /// Mount a 9P2000.L tree through FUSE.
     Mount(mount::Args),
+    /// Serve a name space built from other 9P servers: mount, bind, unions.
+    Mux(mux::Args),
     /// Run a command in a private name space built from a namespace file.
     Ns(ns::Args),
     /// Interpose between a client and a server and print every message.
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
                     Command::Rm(args) => verbs::rm(args).await,
                     Command::Mkdir(args) => verbs::mkdir(args).await,
                     Command::Mount(args) => mount::run(args).await,
+                    Command::Mux(args) => mux::run(args).await,
                     Command::Ns(args) => ns::run(args).await,
                     Command::Trace(args) => trace::run(args).await,
                     Command::Bench(args) => bench::run(args).await,

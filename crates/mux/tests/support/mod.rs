@@ -1,0 +1,99 @@
+//! Servers for the mux's tests, each on a free loopback port and stopped
+//! when its handle is dropped (or by `stop`).
+
+// Each test file uses part of this.
+#![allow(dead_code)]
+
+use ninep_client::{Client, Fsys, Options};
+use ninep_mux::{Config, Mux, nsfile};
+use ninep_server::{Filesystem, Limits, Server};
+use ninep_servers::RamFs;
+use ninep_wire::Dialect;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A server listening on loopback.
+pub struct Running {
+    pub addr: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops the server: every connection ends, and with it every request.
+    pub async fn stop(mut self) {
+        self.stop.take();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Serves `fs` on a free loopback port.
+pub async fn serve<F: Filesystem>(fs: F, limits: Limits) -> Running {
+    let addr: ninep_transport::Addr = "tcp!127.0.0.1!0".parse().unwrap();
+    let listener = addr.listen().await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (tx, rx) = oneshot::channel::<()>();
+    let server = Server::with_limits(fs, limits);
+    let task = tokio::spawn(async move {
+        let _ = server
+            .serve_listener(listener, async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    Running {
+        addr,
+        stop: Some(tx),
+        task: Some(task),
+    }
+}
+
+pub async fn ramfs() -> Running {
+    serve(RamFs::new(), Limits::default()).await
+}
+
+/// A mux with the base name space `lines`.
+pub async fn mux(lines: &str) -> Mux {
+    let mux = Mux::new(Config::default());
+    mux.apply(nsfile::parse(lines).unwrap()).await.unwrap();
+    mux
+}
+
+/// A mux with the base name space `lines`, serving on loopback.
+pub async fn serve_mux(lines: &str) -> Running {
+    serve(mux(lines).await, Limits::default()).await
+}
+
+/// Connects to `addr` in `dialect` and attaches.
+pub async fn attach(addr: &str, dialect: Dialect) -> Fsys {
+    let options = Options {
+        dialect: Some(dialect),
+        ..Options::default()
+    };
+    let client = Client::connect_with(addr, options).await.unwrap();
+    assert_eq!(client.dialect(), dialect);
+    client.attach("glenda", "").await.unwrap()
+}
+
+/// The sorted names in a directory.
+pub async fn names(fsys: &Fsys, path: &str) -> Vec<String> {
+    let mut names: Vec<String> = fsys
+        .read_dir(path)
+        .await
+        .unwrap_or_else(|e| panic!("read_dir {path}: {e}"))
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    names.sort();
+    names
+}
