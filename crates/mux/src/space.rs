@@ -842,6 +842,9 @@ impl Node {
     /// `..`: back across the mount point at a union's top, back to the
     /// union one step below it, and to the server's parent deeper down.
     async fn dotdot(&self) -> Result<Node> {
+        if !self.view.qid.ty.is_dir() {
+            return Err(Error::not_dir());
+        }
         match self.depth {
             0 => Ok(self.crossing.parent.clone().unwrap_or_else(|| self.clone())),
             1 => Ok(Node {

@@ -97,3 +97,30 @@ pub async fn names(fsys: &Fsys, path: &str) -> Vec<String> {
     names.sort();
     names
 }
+
+/// A ramfs holding `paths`: directories end in `/`, files hold their name.
+pub async fn ramfs_with(paths: &[&str]) -> Running {
+    let ram = ramfs().await;
+    let fsys = Client::connect(&ram.addr)
+        .await
+        .unwrap()
+        .attach("glenda", "")
+        .await
+        .unwrap();
+    for path in paths {
+        match path.strip_suffix('/') {
+            Some(dir) => {
+                fsys.mkdir(dir, 0o755).await.unwrap();
+            }
+            None => {
+                let file = fsys
+                    .create(path, 0o644, ninep_wire::consts::dotl::O_WRONLY)
+                    .await
+                    .unwrap();
+                file.write_all_at(0, path.to_string().into()).await.unwrap();
+            }
+        }
+    }
+    fsys.close().await;
+    ram
+}
