@@ -171,7 +171,8 @@ pub trait Filesystem: Send + Sync + 'static {
     /// All the steps of one Twalk at once, for servers that do better than
     /// a step at a time (a proxy sends them on in one message). Returns the
     /// qid of each step that succeeded and, if every one did, the file
-    /// reached; fails only if the first step fails. The default calls
+    /// reached; fails only if the first step fails. With no names it makes
+    /// the file a new fid starts on. The default calls
     /// [`Filesystem::walk`] for each name.
     fn walk_names(
         &self,

@@ -370,11 +370,7 @@ impl<F: Filesystem> Handler<'_, F> {
             return Err(Error::with_errno(Errno::ENOTDIR, "walk in non-directory"));
         }
         let cx = self.cx(s);
-        let (mut wqid, walked) = if m.wname.is_empty() {
-            (Vec::new(), Some(s.file.clone()))
-        } else {
-            self.fs().walk_names(&cx, &s.file, &m.wname).await?
-        };
+        let (mut wqid, walked) = self.fs().walk_names(&cx, &s.file, &m.wname).await?;
         wqid.truncate(m.wname.len());
         if let Some(file) = walked.filter(|_| wqid.len() == m.wname.len()) {
             let qid = wqid.last().copied().unwrap_or(s.qid);
