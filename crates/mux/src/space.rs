@@ -378,56 +378,55 @@ impl Namespace {
             .shared
             .next_entry
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (flags, new) = match &entry {
-            Entry::Mount {
-                flags, addr, aname, ..
-            } => {
-                let up = self
-                    .shared
-                    .upstreams
-                    .get(addr)
-                    .await
-                    .map_err(|e| Error::new(format!("mount {addr}: {e}")))?;
-                let fsys = {
-                    let _turn = up.turn().await;
-                    up.client
-                        .attach_as(&self.shared.uname, self.shared.n_uname, aname)
-                        .await
-                        .map_err(|e| up.error(e))?
-                };
-                let root = fsys.into_root();
-                let qid = root.qid();
-                let remote = Remote {
-                    up,
-                    fid: RemoteFid::Walked(root),
-                };
-                (
-                    *flags,
-                    vec![Target {
-                        member: Member::Remote(Arc::new(remote)),
-                        qid,
-                        create: flags.create,
-                        origin: id,
-                    }],
-                )
-            }
-            Entry::Bind { flags, new, .. } => {
-                let node = self.resolve(new, false).await?;
-                let Kind::Members(members) = &node.view.kind else {
-                    return Err(Error::new("cannot bind the control file"));
-                };
-                let targets = members
-                    .iter()
-                    .map(|t| Target {
-                        create: flags.create,
-                        origin: id,
-                        ..t.clone()
-                    })
-                    .collect();
-                (*flags, targets)
-            }
-            Entry::Unmount { new, old } => return self.unmount(new.as_deref(), old).await,
-        };
+        let (flags, new) =
+            match &entry {
+                Entry::Mount {
+                    flags, addr, aname, ..
+                } => {
+                    let up =
+                        self.shared.upstreams.get(addr).await.map_err(|e| {
+                            Error::with_errno(e.errno(), format!("mount {addr}: {e}"))
+                        })?;
+                    let fsys = {
+                        let _turn = up.turn().await;
+                        up.client
+                            .attach_as(&self.shared.uname, self.shared.n_uname, aname)
+                            .await
+                            .map_err(|e| up.error(e))?
+                    };
+                    let root = fsys.into_root();
+                    let qid = root.qid();
+                    let remote = Remote {
+                        up,
+                        fid: RemoteFid::Walked(root),
+                    };
+                    (
+                        *flags,
+                        vec![Target {
+                            member: Member::Remote(Arc::new(remote)),
+                            qid,
+                            create: flags.create,
+                            origin: id,
+                        }],
+                    )
+                }
+                Entry::Bind { flags, new, .. } => {
+                    let node = self.resolve(new, false).await?;
+                    let Kind::Members(members) = &node.view.kind else {
+                        return Err(Error::new("cannot bind the control file"));
+                    };
+                    let targets = members
+                        .iter()
+                        .map(|t| Target {
+                            create: flags.create,
+                            origin: id,
+                            ..t.clone()
+                        })
+                        .collect();
+                    (*flags, targets)
+                }
+                Entry::Unmount { new, old } => return self.unmount(new.as_deref(), old).await,
+            };
         let old = self.resolve(entry.old(), true).await?;
         if !old.view.qid.ty.is_dir() && new.iter().any(|t| t.qid.ty.is_dir()) {
             return Err(Error::not_dir());
@@ -655,7 +654,13 @@ impl Node {
     /// Walks `names` (at most 16): the qids of the steps taken and, if all
     /// were, the node reached. Fails only if the first step fails.
     pub(crate) async fn walk(&self, names: &[Name]) -> Result<(Vec<Qid>, Option<Node>)> {
-        let mut node = self.clone();
+        // A walk from the root sees what is mounted on it now, as a
+        // lookup from Plan 9's slash does.
+        let mut node = if self.is_root() {
+            self.ns.root()?
+        } else {
+            self.clone()
+        };
         let mut qids = Vec::with_capacity(names.len());
         let mut i = 0;
         while i < names.len() {
