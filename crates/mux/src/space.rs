@@ -652,7 +652,8 @@ impl Node {
     }
 
     /// Walks `names` (at most 16): the qids of the steps taken and, if all
-    /// were, the node reached. Fails only if the first step fails.
+    /// were, the node reached. Fails if the first step fails, or a later one
+    /// for another reason than a missing name or a non-directory.
     pub(crate) async fn walk(&self, names: &[Name]) -> Result<(Vec<Qid>, Option<Node>)> {
         // A walk from the root sees what is mounted on it now, as a
         // lookup from Plan 9's slash does.
@@ -684,7 +685,18 @@ impl Node {
                     i += steps;
                 }
                 Ok((_, None)) => return Ok((qids, None)),
-                Err(e) if i == 0 => return Err(e),
+                // Past the first step a missing name (or a file where a
+                // directory should be) stops a walk short; a server gone is
+                // worth an error.
+                Err(e)
+                    if i == 0
+                        || !matches!(
+                            e.errno(),
+                            ninep_wire::Errno::ENOENT | ninep_wire::Errno::ENOTDIR
+                        ) =>
+                {
+                    return Err(e);
+                }
                 Err(_) => return Ok((qids, None)),
             }
         }

@@ -39,7 +39,12 @@ impl Drop for Running {
 
 /// Serves `fs` on a free loopback port.
 pub async fn serve<F: Filesystem>(fs: F, limits: Limits) -> Running {
-    let addr: ninep_transport::Addr = "tcp!127.0.0.1!0".parse().unwrap();
+    serve_on("tcp!127.0.0.1!0", fs, limits).await
+}
+
+/// Serves `fs` at `addr` (a dial string; port 0 for a free one).
+pub async fn serve_on<F: Filesystem>(addr: &str, fs: F, limits: Limits) -> Running {
+    let addr: ninep_transport::Addr = addr.parse().unwrap();
     let listener = addr.listen().await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let (tx, rx) = oneshot::channel::<()>();
