@@ -420,39 +420,14 @@ impl Filesystem for Mux {
     }
 
     async fn read_dir(&self, cx: &Cx, node: &Node) -> Result<Vec<DirEntry>> {
+        // Every member is read at once; the merge keeps their order.
+        let listings = join_all(node.members().iter().map(|t| list_member(cx, node, t))).await;
         let mut seen = HashSet::new();
         let mut out = Vec::new();
-        for target in node.members() {
-            match &target.member {
-                Member::Local(id) => {
-                    for (name, child) in node.ns.local_children(*id) {
-                        if seen.insert(name.clone()) {
-                            let qid = translate(node, LOCAL, crate::space::local_qid(child))?;
-                            let uname = &node.ns.shared.uname;
-                            out.push(DirEntry {
-                                name: Name::new(name.clone())
-                                    .map_err(|e| Error::new(e.to_string()))?,
-                                attr: local_attr(qid, name, uname),
-                            });
-                        }
-                    }
-                }
-                Member::Remote(r) => {
-                    let entries = {
-                        let _turn = r.up.turn().await;
-                        r.file()?.read_dir().await.map_err(|e| r.up.error(e))?
-                    };
-                    let fresh: Vec<_> = entries
-                        .into_iter()
-                        .filter(|e| seen.insert(e.name.clone()))
-                        .collect();
-                    let attrs = join_all(fresh.iter().map(|e| entry_attr(cx, node, r, e))).await;
-                    for (e, attr) in fresh.into_iter().zip(attrs) {
-                        // An entry gone between the listing and its stat is left out.
-                        let Ok(attr) = attr else { continue };
-                        let name = Name::new(e.name).map_err(|e| Error::new(e.to_string()))?;
-                        out.push(DirEntry { name, attr });
-                    }
+        for listing in listings {
+            for entry in listing? {
+                if seen.insert(entry.name.as_str().to_owned()) {
+                    out.push(entry);
                 }
             }
         }
@@ -584,6 +559,41 @@ impl Filesystem for Mux {
             _ => Ok(no_statfs()),
         }
     }
+}
+
+/// The entries of one member of a directory.
+async fn list_member(cx: &Cx, node: &Node, target: &Target) -> Result<Vec<DirEntry>> {
+    let r = match &target.member {
+        Member::Local(id) => {
+            let uname = &node.ns.shared.uname;
+            return node
+                .ns
+                .local_children(*id)
+                .into_iter()
+                .map(|(name, child)| {
+                    let qid = translate(node, LOCAL, crate::space::local_qid(child))?;
+                    Ok(DirEntry {
+                        name: Name::new(name.clone()).map_err(|e| Error::new(e.to_string()))?,
+                        attr: local_attr(qid, name, uname),
+                    })
+                })
+                .collect();
+        }
+        Member::Remote(r) => r,
+    };
+    let entries = {
+        let _turn = r.up.turn().await;
+        r.file()?.read_dir().await.map_err(|e| r.up.error(e))?
+    };
+    let attrs = join_all(entries.iter().map(|e| entry_attr(cx, node, r, e))).await;
+    let mut out = Vec::with_capacity(entries.len());
+    for (e, attr) in entries.into_iter().zip(attrs) {
+        // An entry gone between the listing and its stat is left out.
+        let Ok(attr) = attr else { continue };
+        let name = Name::new(e.name).map_err(|e| Error::new(e.to_string()))?;
+        out.push(DirEntry { name, attr });
+    }
+    Ok(out)
 }
 
 /// The attributes of one listed entry. A 9P2000 or .u listing carries them;

@@ -6,34 +6,20 @@
 
 use ninep_client::{Client, Fsys, Options};
 use ninep_mux::{Config, Mux, nsfile};
-use ninep_server::{Filesystem, Limits, Server};
+use ninep_server::{Filesystem, Limits, Server, Spawned};
 use ninep_servers::RamFs;
 use ninep_wire::Dialect;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-/// A server listening on loopback.
+/// A server listening on loopback; dropping it stops the server.
 pub struct Running {
     pub addr: String,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    server: Spawned,
 }
 
 impl Running {
     /// Stops the server: every connection ends, and with it every request.
-    pub async fn stop(mut self) {
-        self.stop.take();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
+    pub async fn stop(self) {
+        self.server.stop().await;
     }
 }
 
@@ -47,20 +33,8 @@ pub async fn serve_on<F: Filesystem>(addr: &str, fs: F, limits: Limits) -> Runni
     let addr: ninep_transport::Addr = addr.parse().unwrap();
     let listener = addr.listen().await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let (tx, rx) = oneshot::channel::<()>();
-    let server = Server::with_limits(fs, limits);
-    let task = tokio::spawn(async move {
-        let _ = server
-            .serve_listener(listener, async {
-                let _ = rx.await;
-            })
-            .await;
-    });
-    Running {
-        addr,
-        stop: Some(tx),
-        task: Some(task),
-    }
+    let server = Server::with_limits(fs, limits).spawn(listener);
+    Running { addr, server }
 }
 
 pub async fn ramfs() -> Running {
