@@ -6,6 +6,8 @@
 //! next to a raw TCP ping-pong of the same sizes ([`pingpong`]) that shows the
 //! physical limit of the machine. [`hist`] is the latency histogram they share.
 //!
+//! [`mux`] reproduces the multiplexer's scaling figures, with plots.
+//!
 //! [`io`] measures bulk transfers through a file server (a whole file read or
 //! written sequentially, a directory listed), one request at a time, and
 //! [`postmark`] a PostMark-style small-file workload. [`rng`] is the seeded
@@ -13,6 +15,7 @@
 
 pub mod hist;
 pub mod io;
+pub mod mux;
 pub mod pingpong;
 pub mod postmark;
 pub mod rng;

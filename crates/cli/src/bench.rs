@@ -30,6 +30,23 @@ enum Bench {
     /// A PostMark-style small-file workload: create files, run transactions
     /// (read or append, then create or delete), delete everything.
     Postmark(PostmarkArgs),
+    /// The multiplexer's scaling against clients, servers, mount points and
+    /// union members, and its hop's cost to a null operation; prints the
+    /// figures and writes SVG plots. Everything runs in this process.
+    Mux(MuxArgs),
+}
+
+#[derive(clap::Args)]
+struct MuxArgs {
+    /// Directory for the plots.
+    #[arg(long, default_value = "bench-mux")]
+    out: std::path::PathBuf,
+    /// Seconds each point runs.
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// A few small points only, to see that it works.
+    #[arg(long)]
+    quick: bool,
 }
 
 /// The bench target: the server flags as the bench crate takes them.
@@ -147,7 +164,32 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         Bench::Rtt(args) => rtt(args).await,
         Bench::Io(args) => io(args).await,
         Bench::Postmark(args) => postmark(args).await,
+        Bench::Mux(args) => mux(args).await,
     }
+}
+
+async fn mux(args: MuxArgs) -> Result<ExitCode> {
+    if !(args.seconds > 0.0 && args.seconds <= 600.0) {
+        bail!("--seconds: want more than 0 and at most 600");
+    }
+    let mut config = ninep_bench::mux::Config {
+        duration: Duration::from_secs_f64(args.seconds),
+        ..Default::default()
+    };
+    if args.quick {
+        config.clients = vec![1, 8];
+        config.servers = vec![1, 4];
+        config.both = vec![1, 4];
+        config.mounts = vec![1, 4, 16];
+        config.members = vec![1, 8];
+        config.hop_conns = vec![1];
+    }
+    let report = ninep_bench::mux::run(&config, &mut |line| eprintln!("{line}")).await?;
+    print!("{report}");
+    for path in ninep_bench::mux::plot(&report, &args.out)? {
+        eprintln!("ninep: wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn io(args: IoArgs) -> Result<ExitCode> {

@@ -6,6 +6,7 @@ mod bench;
 mod cp;
 mod decode;
 mod mount;
+mod mux;
 mod ns;
 mod serve;
 mod trace;
@@ -46,6 +47,8 @@ enum Command {
     Mkdir(verbs::CreateArgs),
     /// Mount a 9P tree through FUSE.
     Mount(mount::Args),
+    /// Serve a name space built from other 9P servers: mount, bind, unions.
+    Mux(mux::Args),
     /// Run a command in a private name space built from a namespace file.
     Ns(ns::Args),
     /// Interpose between a client and a server and print every message.
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
                     Command::Cp(args) => cp::run(args).await,
                     Command::Mkdir(args) => verbs::mkdir(args).await,
                     Command::Mount(args) => mount::run(args).await,
+                    Command::Mux(args) => mux::run(args).await,
                     Command::Ns(args) => ns::run(args).await,
                     Command::Trace(args) => trace::run(args).await,
                     Command::Bench(args) => bench::run(args).await,

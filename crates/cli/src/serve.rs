@@ -33,6 +33,13 @@ pub struct Args {
     /// Serve one client on standard input and output instead of listening.
     #[arg(long)]
     stdio: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// The limits of a server, as flags.
+#[derive(clap::Args)]
+pub struct LimitArgs {
     /// Largest message, in bytes.
     #[arg(long, default_value_t = Limits::default().msize)]
     msize: u32,
@@ -53,13 +60,26 @@ pub struct Args {
     stream_window: u32,
 }
 
+impl LimitArgs {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            msize: self.msize.max(ninep_server::MIN_MSIZE),
+            fids: self.max_fids,
+            requests: self.max_requests,
+            connections: self.max_connections,
+        }
+    }
+
+    pub fn stream_limits(&self) -> StreamLimits {
+        StreamLimits {
+            streams: self.max_streams,
+            window: self.stream_window.max(ninep_server::MIN_MSIZE),
+        }
+    }
+}
+
 pub async fn run(args: Args) -> Result<ExitCode> {
-    let limits = Limits {
-        msize: args.msize.max(ninep_server::MIN_MSIZE),
-        fids: args.max_fids,
-        requests: args.max_requests,
-        connections: args.max_connections,
-    };
+    let limits = args.limits.limits();
     match args.tree.as_str() {
         "ramfs" => serve(RamFs::new(), limits, &args).await,
         "taskbag" => serve(Taskbag::new(), limits, &args).await,
@@ -94,11 +114,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 }
 
 async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<ExitCode> {
-    let streams = StreamLimits {
-        streams: args.max_streams,
-        window: args.stream_window.max(ninep_server::MIN_MSIZE),
-    };
-    let server = Server::with_stream_limits(fs, limits, streams);
+    let server = Server::with_stream_limits(fs, limits, args.limits.stream_limits());
     if args.stdio {
         let stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
         server
@@ -106,13 +122,23 @@ async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<Exit
             .await;
         return Ok(ExitCode::SUCCESS);
     }
-    let addr: ninep_transport::Addr = args.listen.parse().map_err(anyhow::Error::msg)?;
+    listen(&server, &args.listen, &args.tree).await
+}
+
+/// Serves `what` on `listen` until SIGINT or SIGTERM, after saying where on
+/// standard error (scripts read the port from that line).
+pub async fn listen<F: Filesystem>(
+    server: &Server<F>,
+    listen: &str,
+    what: &str,
+) -> Result<ExitCode> {
+    let addr: ninep_transport::Addr = listen.parse().map_err(anyhow::Error::msg)?;
     let listener = addr
         .listen()
         .await
         .with_context(|| format!("listen on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
-    eprintln!("ninep: serving {} on {bound}", args.tree);
+    eprintln!("ninep: serving {what} on {bound}");
     server
         .serve_listener(listener, crate::shutdown_signal())
         .await?;

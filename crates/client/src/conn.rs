@@ -519,6 +519,11 @@ impl Client {
         self.inner.protocol().streams
     }
 
+    /// True once the connection is gone: every request fails from then on.
+    pub fn is_closed(&self) -> bool {
+        self.inner.lock().closed
+    }
+
     /// The msize the server agreed to.
     pub fn msize(&self) -> u32 {
         self.inner.msize()

@@ -21,7 +21,7 @@ type Op<T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send>>;
 pub struct File {
     fid: Fid,
     iounit: u32,
-    /// Position for AsyncRead, AsyncWrite and 9P2000 directory reads.
+    /// Position for AsyncRead and AsyncWrite.
     pos: u64,
     // In mutexes only so that a File is Sync; poll_read and poll_write
     // reach them through `get_mut`, without locking.
@@ -129,8 +129,9 @@ impl File {
         }
     }
 
-    /// Every entry of this open directory.
-    pub async fn read_dir(mut self) -> Result<Vec<DirEntry>, Error> {
+    /// Every entry of this open directory, read from the start (again, if
+    /// it was read before).
+    pub async fn read_dir(&self) -> Result<Vec<DirEntry>, Error> {
         let client = self.fid.client().clone();
         let dialect = client.dialect();
         let mut entries = Vec::new();
@@ -160,11 +161,11 @@ impl File {
                     }
                 }
             } else {
-                let data = self.read_at(self.pos, self.iounit).await?;
+                let data = self.read_at(offset, self.iounit).await?;
                 if data.is_empty() {
                     return Ok(entries);
                 }
-                self.pos += data.len() as u64;
+                offset += data.len() as u64;
                 for s in Stat::entries(&data, dialect) {
                     let s = s.map_err(|e| Error::protocol(e.to_string()))?;
                     entries.push(DirEntry {

@@ -1,5 +1,7 @@
 //! Fids as handles, and an attached tree with path helpers.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use bytes::Bytes;
 use ninep_wire::consts::{dotl, mode::DMDIR, open};
 use ninep_wire::*;
@@ -16,7 +18,8 @@ pub struct Fid {
     qid: Qid,
     /// Last path element walked, for getattr's nameless replies.
     name: String,
-    live: bool,
+    /// False once the fid is gone from the server (removed, clunked).
+    live: AtomicBool,
 }
 
 impl std::fmt::Debug for Fid {
@@ -30,7 +33,7 @@ impl std::fmt::Debug for Fid {
 
 impl Drop for Fid {
     fn drop(&mut self) {
-        if !self.live {
+        if !*self.live.get_mut() {
             return;
         }
         self.client.inner.clunk_detached(self.fid);
@@ -67,12 +70,22 @@ impl Fid {
             fid,
             qid,
             name: "/".into(),
-            live: true,
+            live: AtomicBool::new(true),
         }
     }
 
     pub fn qid(&self) -> Qid {
         self.qid
+    }
+
+    /// A fid number for a walk to make, clunked if the walk is abandoned
+    /// (the server may make it even if the caller gives up on the reply).
+    fn new_fid(&self) -> Unfinished {
+        Unfinished {
+            client: self.client.clone(),
+            fid: self.client.inner.alloc_fid(),
+            armed: true,
+        }
     }
 
     /// The fid number on the wire.
@@ -88,12 +101,8 @@ impl Fid {
     /// A walk that stops short fails with ENOENT.
     pub async fn walk(&self, names: &[Name]) -> Result<Fid, Error> {
         let inner = &self.client.inner;
-        let newfid = inner.alloc_fid();
-        let mut unfinished = Unfinished {
-            client: self.client.clone(),
-            fid: newfid,
-            armed: true,
-        };
+        let mut unfinished = self.new_fid();
+        let newfid = unfinished.fid;
         let mut from = self.fid;
         let mut qid = self.qid;
         let mut chunks: Vec<&[Name]> = names.chunks(MAXWELEM).collect();
@@ -142,6 +151,47 @@ impl Fid {
             .last()
             .map_or_else(|| self.name.clone(), |n| n.to_string());
         Ok(fid)
+    }
+
+    /// One Twalk of at most 16 names that may stop short: the qids of the
+    /// names walked and, if all were, the new fid. Fails only if the first
+    /// name does not exist.
+    pub async fn walk_some(&self, names: &[Name]) -> Result<(Vec<Qid>, Option<Fid>), Error> {
+        if names.len() > MAXWELEM {
+            return Err(Error::protocol("more than 16 names in one walk"));
+        }
+        let inner = &self.client.inner;
+        let mut unfinished = self.new_fid();
+        let newfid = unfinished.fid;
+        let msg = Twalk {
+            fid: self.fid,
+            newfid,
+            wname: names.to_vec(),
+        };
+        let wqid = match inner.rpc(msg.into()).await {
+            Ok(Msg::Rwalk(r)) => r.wqid,
+            Ok(_) => unreachable!("rpc checks the reply type"),
+            Err(e) => {
+                unfinished.armed = false;
+                inner.free_fid(newfid);
+                return Err(e);
+            }
+        };
+        unfinished.armed = false;
+        if wqid.len() > names.len() {
+            // A broken server: newfid may or may not exist, so it is never reused.
+            return Err(Error::protocol("Rwalk with more qids than names"));
+        }
+        if wqid.len() < names.len() {
+            inner.free_fid(newfid);
+            return Ok((wqid, None));
+        }
+        let qid = wqid.last().copied().unwrap_or(self.qid);
+        let mut fid = Fid::new(self.client.clone(), newfid, qid);
+        fid.name = names
+            .last()
+            .map_or_else(|| self.name.clone(), |n| n.to_string());
+        Ok((wqid, Some(fid)))
     }
 
     /// Walks a slash-separated path.
@@ -310,8 +360,17 @@ impl Fid {
     }
 
     /// Removes the file; the fid is clunked either way.
-    pub async fn remove(mut self) -> Result<(), Error> {
-        self.live = false;
+    pub async fn remove(self) -> Result<(), Error> {
+        self.remove_in_place().await
+    }
+
+    /// Removes the file through a borrowed handle, which is dead afterwards:
+    /// the server forgot the fid, and dropping the handle sends nothing.
+    /// For a handle that nothing else uses: the fid number is reused.
+    pub async fn remove_in_place(&self) -> Result<(), Error> {
+        if !self.live.swap(false, Ordering::Relaxed) {
+            return Err(Error::protocol("fid already removed"));
+        }
         let result = self
             .client
             .inner
@@ -322,8 +381,8 @@ impl Fid {
     }
 
     /// Clunks the fid and waits for the server to agree.
-    pub async fn clunk(mut self) -> Result<(), Error> {
-        self.live = false;
+    pub async fn clunk(self) -> Result<(), Error> {
+        self.live.store(false, Ordering::Relaxed);
         let result = self.client.inner.rpc(Tclunk { fid: self.fid }.into()).await;
         self.client.inner.free_fid(self.fid);
         result.map(drop)

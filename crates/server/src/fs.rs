@@ -168,6 +168,35 @@ pub trait Filesystem: Send + Sync + 'static {
         name: &Name,
     ) -> impl Future<Output = Result<(Self::File, Qid)>> + Send;
 
+    /// All the steps of one Twalk at once, for servers that do better than
+    /// a step at a time (a proxy sends them on in one message). Returns the
+    /// qid of each step that succeeded and, if every one did, the file
+    /// reached; fails only if the first step fails. With no names it makes
+    /// the file a new fid starts on. The default calls
+    /// [`Filesystem::walk`] for each name.
+    fn walk_names(
+        &self,
+        cx: &Cx,
+        dir: &Self::File,
+        names: &[Name],
+    ) -> impl Future<Output = Result<(Vec<Qid>, Option<Self::File>)>> + Send {
+        async move {
+            let mut file = dir.clone();
+            let mut wqid = Vec::with_capacity(names.len());
+            for (i, name) in names.iter().enumerate() {
+                match self.walk(cx, &file, name).await {
+                    Ok((next, qid)) => {
+                        file = next;
+                        wqid.push(qid);
+                    }
+                    Err(e) if i == 0 => return Err(e),
+                    Err(_) => return Ok((wqid, None)),
+                }
+            }
+            Ok((wqid, Some(file)))
+        }
+    }
+
     fn getattr(&self, cx: &Cx, file: &Self::File) -> impl Future<Output = Result<Attr>> + Send;
 
     fn setattr(
@@ -351,20 +380,9 @@ pub trait Filesystem: Send + Sync + 'static {
         }
     }
 
+    /// The default knows nothing of space: [`no_statfs`].
     fn statfs(&self, _cx: &Cx, _file: &Self::File) -> impl Future<Output = Result<Rstatfs>> + Send {
-        async {
-            Ok(Rstatfs {
-                ty: V9FS_MAGIC,
-                bsize: 4096,
-                blocks: 0,
-                bfree: 0,
-                bavail: 0,
-                files: 0,
-                ffree: 0,
-                fsid: 0,
-                namelen: ninep_wire::MAX_NAME_LEN as u32,
-            })
-        }
+        async { Ok(no_statfs()) }
     }
 
     /// Commits `file` to stable storage. The default has nothing to commit.
@@ -435,3 +453,18 @@ pub trait Filesystem: Send + Sync + 'static {
 
 /// The statfs type Linux's 9p client reports.
 pub const V9FS_MAGIC: u32 = 0x01021997;
+
+/// A statfs reply of a tree that counts no blocks or files.
+pub fn no_statfs() -> Rstatfs {
+    Rstatfs {
+        ty: V9FS_MAGIC,
+        bsize: 4096,
+        blocks: 0,
+        bfree: 0,
+        bavail: 0,
+        files: 0,
+        ffree: 0,
+        fsid: 0,
+        namelen: ninep_wire::MAX_NAME_LEN as u32,
+    }
+}

@@ -372,21 +372,10 @@ impl<F: Filesystem> Handler<'_, F> {
             return Err(Error::with_errno(Errno::ENOTDIR, "walk in non-directory"));
         }
         let cx = self.cx(s);
-        let mut file = s.file.clone();
-        let mut qid = s.qid;
-        let mut wqid = Vec::with_capacity(m.wname.len());
-        for (i, name) in m.wname.iter().enumerate() {
-            match self.fs().walk(&cx, &file, name).await {
-                Ok((next, q)) => {
-                    file = next;
-                    qid = q;
-                    wqid.push(q);
-                }
-                Err(e) if i == 0 => return Err(e),
-                Err(_) => break,
-            }
-        }
-        if wqid.len() == m.wname.len() {
+        let (mut wqid, walked) = self.fs().walk_names(&cx, &s.file, &m.wname).await?;
+        wqid.truncate(m.wname.len());
+        if let Some(file) = walked.filter(|_| wqid.len() == m.wname.len()) {
+            let qid = wqid.last().copied().unwrap_or(s.qid);
             let user = s.user.clone();
             drop(g);
             match r.new {

@@ -28,5 +28,5 @@ pub mod tree;
 pub use convert::makedev;
 pub use error::{Error, Result};
 pub use fs::{Attr, Cx, DirEntry, Filesystem, Opened, SetAttr, SetTime, Time, User};
-pub use server::{Limits, Server, StreamLimits};
+pub use server::{Limits, Server, Spawned, StreamLimits};
 pub use session::MIN_MSIZE;

@@ -194,6 +194,22 @@ impl<F: Filesystem> Server<F> {
         Ok(())
     }
 
+    /// Serves connections from `listener` in a task of its own until the
+    /// returned handle is stopped or dropped.
+    pub fn spawn(self, listener: Listener) -> Spawned {
+        let stop = CancellationToken::new();
+        let shutdown = stop.clone();
+        let task = tokio::spawn(async move {
+            let _ = self
+                .serve_listener(listener, shutdown.cancelled_owned())
+                .await;
+        });
+        Spawned {
+            stop,
+            task: Some(task),
+        }
+    }
+
     /// Serves one already-connected stream (standard input and output, say)
     /// until the peer hangs up or `shutdown` completes.
     pub async fn serve_stream(&self, stream: Box<dyn Stream>, shutdown: impl Future<Output = ()>) {
@@ -205,5 +221,29 @@ impl<F: Filesystem> Server<F> {
             () = shutdown => stop.cancel(),
         }
         serving.await;
+    }
+}
+
+/// A server serving in a task of its own ([`Server::spawn`]); dropping it
+/// stops the server without waiting.
+#[derive(Debug)]
+pub struct Spawned {
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Spawned {
+    /// Stops the server and waits until every connection has ended.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }

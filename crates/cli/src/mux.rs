@@ -1,0 +1,55 @@
+//! `ninep mux`: a 9P server whose tree is built from other 9P servers with
+//! mount and bind, each client in a name space of its own. The multiplexing
+//! is in the ninep-mux crate; this reads the namespace file and serves.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use ninep_mux::{Config, Mux, nsfile};
+use ninep_server::Server;
+
+use crate::serve::LimitArgs;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Namespace file: the base name space every client starts from.
+    file: Option<PathBuf>,
+    /// Address to listen on: tcp!host!port, unix!/path or host:port.
+    #[arg(short, long, default_value = "tcp!127.0.0.1!564")]
+    listen: String,
+    /// User the mux attaches to its servers as.
+    #[arg(long, env = "USER", default_value = "none")]
+    uname: String,
+    /// Numeric user id sent with it (default: the mux's own uid).
+    #[arg(long)]
+    n_uname: Option<u32>,
+    /// Most requests in flight to one server; more wait their turn.
+    #[arg(long, default_value_t = Config::default().window)]
+    window: usize,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+pub async fn run(args: Args) -> Result<ExitCode> {
+    let entries = match &args.file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+            nsfile::parse(&text).with_context(|| path.display().to_string())?
+        }
+        None => Vec::new(),
+    };
+    let mux = Mux::new(Config {
+        uname: args.uname,
+        n_uname: args
+            .n_uname
+            .unwrap_or_else(|| rustix::process::getuid().as_raw()),
+        window: args.window,
+        ..Config::default()
+    });
+    mux.apply(entries)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.ename()))?;
+    let server = Server::with_stream_limits(mux, args.limits.limits(), args.limits.stream_limits());
+    crate::serve::listen(&server, &args.listen, "mux").await
+}

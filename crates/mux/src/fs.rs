@@ -1,0 +1,628 @@
+//! The mux as a file server: each operation on a node goes to the members
+//! behind it, in their servers' dialects.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::join_all;
+use ninep_client::Options;
+use ninep_server::fs::no_statfs;
+use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, Time, User};
+use ninep_wire::consts::{dotl, unix};
+use ninep_wire::{
+    Dialect, Errno, Msg, NONUNAME, Name, Qid, Rstatfs, Stat, Tfsync, Treadlink, Trename, Tstatfs,
+    Tsymlink, Twstat,
+};
+
+use crate::attr;
+use crate::nsfile::{self, Entry};
+use crate::space::{Kind, Member, Namespace, Node, Remote, RemoteFid, Shared, Target, View};
+use crate::upstream::{LOCAL, Upstream, Upstreams};
+
+/// How the mux reaches its servers.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Who the mux attaches to its servers as (every client's requests
+    /// reach a server as this user).
+    pub uname: String,
+    /// The numeric id sent with it (9P2000.u, .L).
+    pub n_uname: u32,
+    /// Most requests in flight to one server.
+    pub window: usize,
+    /// How to connect to servers.
+    pub client: Options,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            uname: "none".into(),
+            n_uname: NONUNAME,
+            window: 256,
+            client: Options::default(),
+        }
+    }
+}
+
+/// The multiplexer: a [`Filesystem`] whose tree is a name space of mounted
+/// servers. Each attach gets a copy of the base name space.
+#[derive(Debug)]
+pub struct Mux {
+    base: Arc<Namespace>,
+}
+
+impl Mux {
+    pub fn new(config: Config) -> Mux {
+        let upstreams = Upstreams::new(config.window, config.client);
+        let shared = Arc::new(Shared::new(upstreams, config.uname, config.n_uname));
+        Mux {
+            base: Arc::new(Namespace::empty(shared)),
+        }
+    }
+
+    /// Applies entries to the base name space, which later attaches copy.
+    pub async fn apply(&self, entries: Vec<Entry>) -> Result<()> {
+        for entry in entries {
+            let line = entry.to_string();
+            self.base
+                .apply(entry)
+                .await
+                .map_err(|e| Error::with_errno(e.errno(), format!("{line}: {}", e.ename())))?;
+        }
+        Ok(())
+    }
+
+    /// The base name space, as a namespace file.
+    pub fn namespace(&self) -> String {
+        self.base.text()
+    }
+}
+
+fn prohibited() -> Error {
+    Error::with_errno(Errno::EPERM, "mounted directory forbids creation")
+}
+
+/// The attributes of one of the mux's own directories.
+fn local_attr(node_qid: Qid, name: String, uname: &str) -> Attr {
+    Attr {
+        qid: node_qid,
+        name,
+        mode: unix::S_IFDIR | 0o555,
+        uid: uname.to_owned(),
+        gid: uname.to_owned(),
+        muid: uname.to_owned(),
+        nlink: 2,
+        ..Attr::default()
+    }
+}
+
+fn translate(node: &Node, src: u32, qid: Qid) -> Result<Qid> {
+    node.ns.shared.qids.translate(src, qid)
+}
+
+/// The member of `dir` that creates go to.
+fn create_member(dir: &Node) -> Result<&Arc<Remote>> {
+    if !dir.view.mounted {
+        return dir.remote().map_err(|_| Error::prohibited("create"));
+    }
+    match dir.members().iter().find(|t| t.create) {
+        Some(Target {
+            member: Member::Remote(r),
+            ..
+        }) => Ok(r),
+        Some(_) => Err(Error::prohibited("create")),
+        None => Err(prohibited()),
+    }
+}
+
+/// Opens one member of `node` with `flags`. A fid that only this node holds
+/// is opened itself; a shared one (the root of a mount, a clone) is cloned
+/// first. `stat_entries` keeps a walkable fid beside an open directory.
+async fn open_member(
+    target: Target,
+    flags: u32,
+    is_dir: bool,
+    stat_entries: bool,
+) -> Result<Target> {
+    let Member::Remote(remote) = target.member else {
+        return Ok(target);
+    };
+    let up = remote.up.clone();
+    let _turn = up.turn().await;
+    let fid = match Arc::try_unwrap(remote) {
+        Ok(Remote {
+            fid: RemoteFid::Walked(fid),
+            ..
+        }) => fid,
+        Ok(_) => return Err(Error::with_errno(Errno::EBADF, "fid already open")),
+        Err(shared) => shared.fid().clone_fid().await.map_err(|e| up.error(e))?,
+    };
+    let up_dialect = up.client.dialect();
+    let flags = if is_dir {
+        dotl::O_RDONLY
+            | if up_dialect == Dialect::L {
+                dotl::O_DIRECTORY
+            } else {
+                0
+            }
+    } else {
+        flags
+    };
+    let fid = if is_dir && stat_entries && up_dialect == Dialect::L {
+        let file = fid.clone_fid().await.map_err(|e| up.error(e))?;
+        let file = file.open(flags).await.map_err(|e| up.error(e))?;
+        RemoteFid::OpenDir { file, dir: fid }
+    } else {
+        RemoteFid::Open(fid.open(flags).await.map_err(|e| up.error(e))?)
+    };
+    Ok(Target {
+        member: Member::Remote(Arc::new(Remote {
+            up: up.clone(),
+            fid,
+        })),
+        ..target
+    })
+}
+
+impl Filesystem for Mux {
+    type File = Node;
+
+    async fn attach(&self, _user: &User) -> Result<(Node, Qid)> {
+        let ns = Arc::new(self.base.fork());
+        let root = ns.root()?;
+        let qid = root.view.qid;
+        Ok((root, qid))
+    }
+
+    async fn walk(&self, _cx: &Cx, dir: &Node, name: &Name) -> Result<(Node, Qid)> {
+        match dir.walk(std::slice::from_ref(name)).await? {
+            (_, Some(node)) => {
+                let qid = node.view.qid;
+                Ok((node, qid))
+            }
+            (_, None) => Err(Error::not_found()),
+        }
+    }
+
+    async fn walk_names(
+        &self,
+        _cx: &Cx,
+        dir: &Node,
+        names: &[Name],
+    ) -> Result<(Vec<Qid>, Option<Node>)> {
+        dir.walk(names).await
+    }
+
+    async fn getattr(&self, _cx: &Cx, node: &Node) -> Result<Attr> {
+        let shared = &node.ns.shared;
+        let name = node.view.name.clone();
+        match (&node.view.kind, node.members().first().map(|t| &t.member)) {
+            (Kind::Ctl, _) => Ok(Attr {
+                qid: node.view.qid,
+                name: "#ns".into(),
+                mode: unix::S_IFREG | 0o644,
+                uid: shared.uname.clone(),
+                gid: shared.uname.clone(),
+                muid: shared.uname.clone(),
+                nlink: 1,
+                mtime: Time::now(),
+                ..Attr::default()
+            }),
+            (_, Some(Member::Local(_))) => Ok(local_attr(
+                node.view.qid,
+                name.unwrap_or_default(),
+                &shared.uname,
+            )),
+            (_, Some(Member::Remote(r))) => {
+                let info = {
+                    let _turn = r.up.turn().await;
+                    r.fid().stat().await.map_err(|e| r.up.error(e))?
+                };
+                let qid = translate(node, r.up.id, info.qid)?;
+                let name = name.unwrap_or_else(|| info.name.clone());
+                Ok(attr::from_info(&info, qid, name))
+            }
+            (_, None) => Err(Error::not_found()),
+        }
+    }
+
+    async fn setattr(&self, _cx: &Cx, node: &Node, set: &SetAttr) -> Result<()> {
+        let r = node.remote()?;
+        let msg = attr::setattr(r.up.client.dialect(), r.fid().number(), r.fid().qid(), set)?;
+        let _turn = r.up.turn().await;
+        r.up.client.rpc(msg).await.map_err(|e| r.up.error(e))?;
+        Ok(())
+    }
+
+    async fn open(&self, cx: &Cx, node: &mut Node, flags: u32) -> Result<Opened> {
+        let (name, qid, key, mounted, parent) = (
+            node.view.name.clone(),
+            node.view.qid,
+            node.view.key,
+            node.view.mounted,
+            node.view.parent.clone(),
+        );
+        if node.is_ctl() {
+            return Ok(Opened { qid, iounit: 0 });
+        }
+        let targets = match Arc::get_mut(&mut node.view).map(|v| &mut v.kind) {
+            Some(Kind::Members(members)) => std::mem::take(members),
+            _ => node.members().to_vec(),
+        };
+        let is_dir = qid.ty.is_dir();
+        let stat_entries = cx.dialect != Dialect::L;
+        let opened = join_all(
+            targets
+                .into_iter()
+                .map(|t| open_member(t, flags, is_dir, stat_entries)),
+        )
+        .await
+        .into_iter()
+        .collect::<Result<Vec<Target>>>()?;
+        let mut iounit = 0;
+        let mut qid = qid;
+        if let Some(Target {
+            member: Member::Remote(r),
+            ..
+        }) = opened.first()
+        {
+            let file = r.file()?;
+            iounit = file.iounit();
+            qid = translate(node, r.up.id, file.qid())?;
+        }
+        *node = node.with_view(View {
+            kind: Kind::Members(opened),
+            name,
+            qid,
+            key,
+            mounted,
+            parent,
+        });
+        Ok(Opened { qid, iounit })
+    }
+
+    async fn create(
+        &self,
+        _cx: &Cx,
+        dir: &Node,
+        name: &Name,
+        mode: u32,
+        flags: u32,
+        gid: u32,
+    ) -> Result<(Node, Opened)> {
+        let r = create_member(dir)?;
+        let up = &r.up;
+        let file = {
+            let _turn = up.turn().await;
+            let fid = r.fid().clone_fid().await.map_err(|e| up.error(e))?;
+            fid.create_with_gid(name.as_str(), mode, flags, gid)
+                .await
+                .map_err(|e| up.error(e))?
+        };
+        let raw = file.qid();
+        let qid = translate(dir, up.id, raw)?;
+        let iounit = file.iounit();
+        let node = dir.child(View {
+            kind: Kind::Members(vec![Target {
+                member: Member::Remote(Arc::new(Remote {
+                    up: up.clone(),
+                    fid: RemoteFid::Open(file),
+                })),
+                qid: raw,
+                create: false,
+                origin: 0,
+            }]),
+            name: Some(name.to_string()),
+            qid,
+            key: crate::space::Key {
+                src: up.id,
+                path: raw.path,
+            },
+            mounted: false,
+            parent: Some((r.clone(), Vec::new())),
+        });
+        Ok((node, Opened { qid, iounit }))
+    }
+
+    async fn mkdir(&self, _cx: &Cx, dir: &Node, name: &Name, mode: u32, _gid: u32) -> Result<Qid> {
+        let r = create_member(dir)?;
+        let qid = {
+            let _turn = r.up.turn().await;
+            r.fid()
+                .mkdir(name.as_str(), mode)
+                .await
+                .map_err(|e| r.up.error(e))?
+        };
+        translate(dir, r.up.id, qid)
+    }
+
+    async fn symlink(
+        &self,
+        _cx: &Cx,
+        dir: &Node,
+        name: &Name,
+        target: &str,
+        gid: u32,
+    ) -> Result<Qid> {
+        let r = create_member(dir)?;
+        if r.up.client.dialect() != Dialect::L {
+            return Err(Error::not_supported());
+        }
+        let msg = Tsymlink {
+            fid: r.fid().number(),
+            name: name.clone(),
+            symtgt: target.to_owned(),
+            gid,
+        };
+        let reply = {
+            let _turn = r.up.turn().await;
+            r.up.client.rpc(msg).await.map_err(|e| r.up.error(e))?
+        };
+        match reply {
+            Msg::Rsymlink(s) => translate(dir, r.up.id, s.qid),
+            _ => Err(Error::from_errno(Errno::EPROTO)),
+        }
+    }
+
+    async fn readlink(&self, _cx: &Cx, node: &Node) -> Result<String> {
+        let r = node.remote()?;
+        let _turn = r.up.turn().await;
+        match r.up.client.dialect() {
+            Dialect::L => {
+                let msg = Treadlink {
+                    fid: r.fid().number(),
+                };
+                match r.up.client.rpc(msg).await.map_err(|e| r.up.error(e))? {
+                    Msg::Rreadlink(l) => Ok(l.target),
+                    _ => Err(Error::from_errno(Errno::EPROTO)),
+                }
+            }
+            Dialect::U => {
+                let info = r.fid().stat().await.map_err(|e| r.up.error(e))?;
+                if info.mode & unix::S_IFMT != unix::S_IFLNK {
+                    return Err(Error::from_errno(Errno::EINVAL));
+                }
+                Ok(info.extension)
+            }
+            Dialect::Base => Err(Error::from_errno(Errno::EINVAL)),
+        }
+    }
+
+    async fn read(&self, _cx: &Cx, node: &Node, offset: u64, count: u32) -> Result<Bytes> {
+        if node.is_ctl() {
+            let text = Bytes::from(node.ns.text());
+            let start = (offset.min(text.len() as u64)) as usize;
+            let end = start.saturating_add(count as usize).min(text.len());
+            return Ok(text.slice(start..end));
+        }
+        let r = node.remote()?;
+        let file = r.file()?;
+        let _turn = r.up.turn().await;
+        file.read_at(offset, count).await.map_err(|e| r.up.error(e))
+    }
+
+    async fn write(&self, _cx: &Cx, node: &Node, offset: u64, data: Bytes) -> Result<u32> {
+        if node.is_ctl() {
+            let text = std::str::from_utf8(&data)
+                .map_err(|_| Error::with_errno(Errno::EINVAL, "namespace lines are text"))?;
+            let entries =
+                nsfile::parse(text).map_err(|e| Error::with_errno(Errno::EINVAL, e.to_string()))?;
+            for entry in entries {
+                node.ns.apply(entry).await?;
+            }
+            return Ok(data.len() as u32);
+        }
+        let r = node.remote()?;
+        let file = r.file()?;
+        let _turn = r.up.turn().await;
+        file.write_at(offset, data).await.map_err(|e| r.up.error(e))
+    }
+
+    async fn read_dir(&self, cx: &Cx, node: &Node) -> Result<Vec<DirEntry>> {
+        // Every member is read at once; the merge keeps their order.
+        let listings = join_all(node.members().iter().map(|t| list_member(cx, node, t))).await;
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for listing in listings {
+            for entry in listing? {
+                if seen.insert(entry.name.as_str().to_owned()) {
+                    out.push(entry);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn remove(&self, _cx: &Cx, node: &Node) -> Result<()> {
+        if node.view.mounted {
+            return Err(Error::with_errno(Errno::EBUSY, "mount point"));
+        }
+        let r = node.remote().map_err(|_| Error::prohibited("remove"))?;
+        let _turn = r.up.turn().await;
+        // Only this node holds the fid: remove through it.
+        if Arc::strong_count(&node.view) == 1 && Arc::strong_count(r) == 1 {
+            return r.fid().remove_in_place().await.map_err(|e| r.up.error(e));
+        }
+        match &r.fid {
+            RemoteFid::Walked(fid) => {
+                let clone = fid.clone_fid().await.map_err(|e| r.up.error(e))?;
+                clone.remove().await.map_err(|e| r.up.error(e))
+            }
+            _ => Err(Error::with_errno(Errno::EBUSY, "file in use")),
+        }
+    }
+
+    async fn rename(
+        &self,
+        _cx: &Cx,
+        node: &Node,
+        newdir: Option<&Node>,
+        name: &Name,
+    ) -> Result<()> {
+        if node.view.mounted {
+            return Err(Error::with_errno(Errno::EBUSY, "mount point"));
+        }
+        let r = node.remote()?;
+        let up = &r.up;
+        let newdir = match newdir {
+            Some(d) => {
+                let d = d.remote().map_err(|_| Error::from_errno(Errno::EXDEV))?;
+                if !Arc::ptr_eq(&d.up, up) {
+                    return Err(Error::from_errno(Errno::EXDEV));
+                }
+                Some(d)
+            }
+            None => None,
+        };
+        // The directory holding the file, walked to afresh if need be.
+        let Some((start, names)) = &node.view.parent else {
+            return Err(Error::from_errno(Errno::EXDEV));
+        };
+        let _turn = up.turn().await;
+        let walked = if names.is_empty() {
+            None
+        } else {
+            match start
+                .fid()
+                .walk_some(names)
+                .await
+                .map_err(|e| up.error(e))?
+            {
+                (_, Some(fid)) => Some(fid),
+                (_, None) => return Err(Error::not_found()),
+            }
+        };
+        let parent = walked.as_ref().unwrap_or_else(|| start.fid());
+        let msg: Msg = if up.client.dialect() == Dialect::L {
+            Trename {
+                fid: r.fid().number(),
+                dfid: newdir.map_or_else(|| parent.number(), |d| d.fid().number()),
+                name: name.clone(),
+            }
+            .into()
+        } else {
+            if newdir.is_some_and(|d| d.fid().qid().path != parent.qid().path) {
+                return Err(Error::from_errno(Errno::EXDEV));
+            }
+            Twstat {
+                fid: r.fid().number(),
+                stat: Stat {
+                    name: name.to_string(),
+                    ..Stat::dont_touch()
+                },
+            }
+            .into()
+        };
+        up.client.rpc(msg).await.map(drop).map_err(|e| up.error(e))
+    }
+
+    async fn fsync(&self, _cx: &Cx, node: &Node, datasync: bool) -> Result<()> {
+        let Ok(r) = node.remote() else {
+            return Ok(());
+        };
+        let fid = r.fid().number();
+        let msg: Msg = match r.up.client.dialect() {
+            Dialect::L => Tfsync {
+                fid,
+                datasync: Some(u32::from(datasync)),
+            }
+            .into(),
+            _ => Twstat {
+                fid,
+                stat: Stat::dont_touch(),
+            }
+            .into(),
+        };
+        let _turn = r.up.turn().await;
+        r.up.client
+            .rpc(msg)
+            .await
+            .map(drop)
+            .map_err(|e| r.up.error(e))
+    }
+
+    async fn statfs(&self, _cx: &Cx, node: &Node) -> Result<Rstatfs> {
+        match node.remote() {
+            Ok(r) if r.up.client.dialect() == Dialect::L => {
+                let _turn = r.up.turn().await;
+                let msg = Tstatfs {
+                    fid: r.fid().number(),
+                };
+                match r.up.client.rpc(msg).await.map_err(|e| r.up.error(e))? {
+                    Msg::Rstatfs(s) => Ok(s),
+                    _ => Err(Error::from_errno(Errno::EPROTO)),
+                }
+            }
+            // Nothing to ask: the mux's own directories, unions, and servers
+            // of other dialects, which have no statfs.
+            _ => Ok(no_statfs()),
+        }
+    }
+}
+
+/// The entries of one member of a directory.
+async fn list_member(cx: &Cx, node: &Node, target: &Target) -> Result<Vec<DirEntry>> {
+    let r = match &target.member {
+        Member::Local(id) => {
+            let uname = &node.ns.shared.uname;
+            return node
+                .ns
+                .local_children(*id)
+                .into_iter()
+                .map(|(name, child)| {
+                    let qid = translate(node, LOCAL, crate::space::local_qid(child))?;
+                    Ok(DirEntry {
+                        name: Name::new(name.clone()).map_err(|e| Error::new(e.to_string()))?,
+                        attr: local_attr(qid, name, uname),
+                    })
+                })
+                .collect();
+        }
+        Member::Remote(r) => r,
+    };
+    let entries = {
+        let _turn = r.up.turn().await;
+        r.file()?.read_dir().await.map_err(|e| r.up.error(e))?
+    };
+    let attrs = join_all(entries.iter().map(|e| entry_attr(cx, node, r, e))).await;
+    let mut out = Vec::with_capacity(entries.len());
+    for (e, attr) in entries.into_iter().zip(attrs) {
+        // An entry gone between the listing and its stat is left out.
+        let Ok(attr) = attr else { continue };
+        let name = Name::new(e.name).map_err(|e| Error::new(e.to_string()))?;
+        out.push(DirEntry { name, attr });
+    }
+    Ok(out)
+}
+
+/// The attributes of one listed entry. A 9P2000 or .u listing carries them;
+/// a 9P2000.L one carries only qids, enough for a .L client's Treaddir, and
+/// other clients get a stat of each entry.
+async fn entry_attr(
+    cx: &Cx,
+    node: &Node,
+    r: &Arc<Remote>,
+    e: &ninep_client::DirEntry,
+) -> Result<Attr> {
+    let qid = translate(node, r.up.id, e.qid)?;
+    if let Some(info) = &e.info {
+        return Ok(attr::from_info(info, qid, e.name.clone()));
+    }
+    let RemoteFid::OpenDir { dir, .. } = &r.fid else {
+        if cx.dialect != Dialect::L {
+            return Err(Error::from_errno(Errno::EIO));
+        }
+        return Ok(attr::from_entry(e, qid));
+    };
+    let name = Name::new(e.name.clone()).map_err(|e| Error::new(e.to_string()))?;
+    let up: &Upstream = &r.up;
+    let _turn = up.turn().await;
+    let (_, fid) = dir
+        .walk_some(std::slice::from_ref(&name))
+        .await
+        .map_err(|e| up.error(e))?;
+    let fid = fid.ok_or_else(Error::not_found)?;
+    let info = fid.stat().await.map_err(|e| up.error(e))?;
+    Ok(attr::from_info(&info, qid, e.name.clone()))
+}

@@ -1,0 +1,24 @@
+//! The mux layer of ninep: a 9P server whose files come from other 9P
+//! servers, arranged with Plan 9's mount and bind into name spaces.
+//!
+//! [`Mux`] implements the server framework's [`Filesystem`] over client
+//! fids, so the framework does the protocol: each client's fids and tags
+//! are its own, a flushed request's handler is dropped (and with it the
+//! upstream request, which the client flushes), and a client that hangs up
+//! has its fids clunked, which clunks the upstream fids behind them. Every
+//! mounted server is one connection ([`upstream`]) shared by all clients.
+//!
+//! Each attach gets its own name space, a copy of the mux's base one
+//! ([`space`]); its control file `#ns`, walked to from its root, reads back
+//! the name space in namespace-file syntax ([`nsfile`]) and takes new lines.
+//!
+//! [`Filesystem`]: ninep_server::Filesystem
+
+mod attr;
+mod fs;
+pub mod nsfile;
+mod space;
+mod upstream;
+
+pub use fs::{Config, Mux};
+pub use space::Node;

@@ -1,0 +1,184 @@
+//! The connections to mounted servers, one per address and shared by every
+//! client of the mux, and the translation of their qids into one space.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ninep_client::{Client, Options};
+use ninep_server::Error;
+use ninep_wire::{Errno, Qid};
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+/// The source number of the mux's own files (its directories and `#ns`).
+pub(crate) const LOCAL: u32 = 0;
+
+/// One mounted server's connection.
+pub(crate) struct Upstream {
+    /// Names this connection in qids and mount points; never reused.
+    pub id: u32,
+    pub addr: String,
+    pub client: Client,
+    /// Requests in flight to this server. Past it, requests wait their turn
+    /// in arrival order (holding their clients' request slots), so a slow
+    /// server holds back its own clients and no one else, and the server's
+    /// tags and request limit are never exceeded.
+    window: Semaphore,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("id", &self.id)
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Upstream {
+    /// A turn to send one request (or one short sequence of them).
+    pub async fn turn(&self) -> SemaphorePermit<'_> {
+        // The semaphore is never closed.
+        self.window
+            .acquire()
+            .await
+            .unwrap_or_else(|_| unreachable!("the window is never closed"))
+    }
+
+    /// The error a client gets for a failed upstream request.
+    pub fn error(&self, e: ninep_client::Error) -> Error {
+        match e {
+            ninep_client::Error::Remote { errno, ename } => Error::with_errno(errno, ename),
+            ninep_client::Error::Closed => Error::with_errno(
+                Errno::EIO,
+                format!("mount point gone: {} hung up", self.addr),
+            ),
+            other => Error::with_errno(other.errno(), format!("{}: {other}", self.addr)),
+        }
+    }
+}
+
+/// Every upstream connection, by address.
+pub(crate) struct Upstreams {
+    conns: tokio::sync::Mutex<HashMap<String, Arc<Upstream>>>,
+    next_id: AtomicU32,
+    window: usize,
+    options: Options,
+}
+
+impl Upstreams {
+    pub fn new(window: usize, options: Options) -> Upstreams {
+        Upstreams {
+            conns: tokio::sync::Mutex::new(HashMap::new()),
+            next_id: AtomicU32::new(LOCAL + 1),
+            window: window.max(1),
+            options,
+        }
+    }
+
+    /// The live connection to `addr`, dialled if there is none (or the last
+    /// one died: that is how a dead server is remounted).
+    pub async fn get(&self, addr: &str) -> Result<Arc<Upstream>, ninep_client::Error> {
+        // Held across the dial so that two mounts of one address share it.
+        let mut conns = self.conns.lock().await;
+        if let Some(up) = conns.get(addr).filter(|up| !up.client.is_closed()) {
+            return Ok(up.clone());
+        }
+        let client = Client::connect_with(addr, self.options.clone()).await?;
+        let up = Arc::new(Upstream {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            addr: addr.to_owned(),
+            client,
+            window: Semaphore::new(self.window),
+        });
+        conns.insert(addr.to_owned(), up.clone());
+        Ok(up)
+    }
+}
+
+/// Qid translation. A client sees one server, so qids of different servers
+/// must not collide. As in Hickey's mux, the low 48 bits of a qid path pass
+/// through and the top 16 bits are replaced: each (source, top 16 bits)
+/// pair met gets the next free 16-bit prefix. Servers number files from 0
+/// up, so each needs few prefixes; two servers never share one. Once 65,536
+/// prefixes are given out, further new ones are refused with EOVERFLOW.
+pub(crate) struct Qids {
+    prefixes: Mutex<HashMap<(u32, u16), u16>>,
+}
+
+impl Qids {
+    pub fn new() -> Qids {
+        // The mux's own files use prefix 0, as they are numbered.
+        Qids {
+            prefixes: Mutex::new(HashMap::from([((LOCAL, 0), 0)])),
+        }
+    }
+
+    /// `qid` of source `src` as clients see it.
+    pub fn translate(&self, src: u32, qid: Qid) -> Result<Qid, Error> {
+        let top = (qid.path >> 48) as u16;
+        let mut prefixes = self.prefixes.lock().unwrap_or_else(|e| e.into_inner());
+        let next = prefixes.len();
+        let prefix = match prefixes.get(&(src, top)) {
+            Some(&p) => p,
+            None if next <= u16::MAX as usize => {
+                prefixes.insert((src, top), next as u16);
+                next as u16
+            }
+            None => {
+                return Err(Error::with_errno(
+                    Errno(75), // EOVERFLOW
+                    "qid space exhausted",
+                ));
+            }
+        };
+        Ok(Qid {
+            path: (u64::from(prefix) << 48) | (qid.path & 0xffff_ffff_ffff),
+            ..qid
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qids_of_two_servers_never_collide() {
+        let qids = Qids::new();
+        let q = |path| Qid {
+            path,
+            ..Qid::default()
+        };
+        let a = qids.translate(1, q(1)).unwrap();
+        let b = qids.translate(2, q(1)).unwrap();
+        assert_ne!(a.path, b.path);
+        assert_eq!(a.path & 0xffff_ffff_ffff, 1);
+        // The same file keeps its qid.
+        assert_eq!(qids.translate(1, q(1)).unwrap(), a);
+        // High bits in use get a prefix of their own.
+        let c = qids.translate(1, q(0xabcd_0000_0000_0001)).unwrap();
+        assert_ne!(c.path, a.path);
+        assert_eq!(qids.translate(LOCAL, q(7)).unwrap().path, 7);
+    }
+
+    #[test]
+    fn prefixes_run_out_with_an_error() {
+        let qids = Qids::new();
+        for top in 0..u16::MAX {
+            qids.translate(
+                1,
+                Qid {
+                    path: u64::from(top) << 48,
+                    ..Qid::default()
+                },
+            )
+            .unwrap();
+        }
+        let last = Qid {
+            path: u64::from(u16::MAX) << 48,
+            ..Qid::default()
+        };
+        assert_eq!(qids.translate(1, last).unwrap_err().errno(), Errno(75));
+    }
+}

@@ -1,0 +1,58 @@
+//! diod, an independent 9P2000.L server, through the mux: clients of every
+//! dialect see its files, checked against the directory it exports.
+
+#[path = "../../client/tests/support/diod.rs"]
+mod diod_server;
+mod support;
+
+use ninep_mux::{Config, Mux, nsfile};
+use ninep_wire::Dialect;
+use ninep_wire::consts::dotl::O_RDWR;
+use support::*;
+
+#[tokio::test]
+async fn every_dialect_reaches_diod_through_the_mux() {
+    let diod = diod_server::start("mux");
+    // diod keeps files of the uid attached as: root's, as on disk.
+    let mux = Mux::new(Config {
+        uname: "root".into(),
+        n_uname: 0,
+        ..Config::default()
+    });
+    let lines = format!("mount -c {} /n/diod {}", diod.addr(), diod.aname());
+    mux.apply(nsfile::parse(&lines).unwrap()).await.unwrap();
+    let served = serve(mux, ninep_server::Limits::default()).await;
+    for dialect in Dialect::ALL {
+        let fsys = attach(&served.addr, dialect).await;
+        let dir = format!("n/diod/{dialect}");
+        fsys.mkdir(&dir, 0o755).await.unwrap();
+        let path = format!("{dir}/f");
+        let file = fsys.create(&path, 0o640, O_RDWR).await.unwrap();
+        file.write_all_at(0, "through the mux".into())
+            .await
+            .unwrap();
+        drop(file);
+        let on_disk = diod.on_disk(&format!("{dialect}/f"));
+        assert_eq!(
+            std::fs::read_to_string(&on_disk).unwrap(),
+            "through the mux"
+        );
+        assert_eq!(fsys.read_to_string(&path).await.unwrap(), "through the mux");
+        let info = fsys.stat(&path).await.unwrap();
+        assert_eq!((info.size, info.mode & 0o777), (15, 0o640), "{dialect}");
+        // A 9P2000 client's listing of a .L directory comes with stats.
+        let listing = fsys.read_dir(&dir).await.unwrap();
+        assert_eq!(listing.len(), 1, "{dialect}");
+        if dialect != Dialect::L {
+            assert_eq!(listing[0].info.as_ref().unwrap().size, 15, "{dialect}");
+        }
+        fsys.rename(&path, "g").await.unwrap();
+        assert!(diod.on_disk(&format!("{dialect}/g")).exists());
+        fsys.remove(&format!("{dir}/g")).await.unwrap();
+        fsys.remove(&dir).await.unwrap();
+        fsys.close().await;
+    }
+    assert_eq!(std::fs::read_dir(&diod.dir).unwrap().count(), 0);
+    diod.check_log();
+    served.stop().await;
+}
