@@ -96,6 +96,29 @@ impl Drop for Background {
     }
 }
 
+/// A fresh scene's export served by `ninep serve --multiuser` and mounted
+/// with `--access user`: unmounted, stopped and removed, in that order,
+/// when dropped.
+struct UserMount {
+    mount: Background,
+    _server: tokio::process::Child,
+    scene: Scene,
+}
+
+impl UserMount {
+    async fn start(name: &str) -> UserMount {
+        let scene = Scene::new(name);
+        let export = scene.export();
+        let server = serve(&scene.sock(), &[export.to_str().unwrap(), "--multiuser"]).await;
+        let mount = Background::mount(&scene.addr(), &scene.dir.join("mnt"), &["--access", "user"]);
+        UserMount {
+            mount,
+            _server: server,
+            scene,
+        }
+    }
+}
+
 /// Runs `sh -c script` as uid and gid `id` (no supplementary groups).
 fn sh_as(id: u32, script: &str) -> std::process::Output {
     Command::new("setpriv")
@@ -113,13 +136,8 @@ fn sh_as(id: u32, script: &str) -> std::process::Output {
 
 #[tokio::test]
 async fn each_user_acts_as_themselves() {
-    let scene = Scene::new("users");
-    let _server = serve(
-        &scene.sock(),
-        &[scene.export().to_str().unwrap(), "--multiuser"],
-    )
-    .await;
-    let m = Background::mount(&scene.addr(), &scene.dir.join("mnt"), &["--access", "user"]);
+    let um = UserMount::start("users").await;
+    let (scene, m) = (&um.scene, &um.mount);
     let mnt = m.mnt.display();
 
     // Files a user makes are theirs on the host.
@@ -221,4 +239,60 @@ async fn record_locks_and_xattrs_reach_the_server() {
         rustix::fs::getxattr(scene.export().join("shared"), "user.colour", &mut buf),
         Err(rustix::io::Errno::NODATA)
     );
+}
+
+/// POSIX details as the host sees them through a per-user mount: new files
+/// get the modes their user asked for (the user's umask applies, not the
+/// server's), an owner's chmod keeps the set-group-id bit of their own
+/// group, a file open for writing truncates whatever its mode says, and a
+/// symbolic link's own times can be set.
+#[tokio::test]
+async fn modes_sizes_and_times_are_as_asked() {
+    let um = UserMount::start("posix").await;
+    let (scene, m) = (&um.scene, &um.mount);
+    let mnt = m.mnt.display();
+
+    let truncate = "import os; os.ftruncate(os.open('shut', os.O_CREAT | os.O_RDWR, 0), 3)";
+    let out = sh_as(
+        4242,
+        &format!(
+            "cd {mnt} && umask 0 && touch file && mkdir dir && mkfifo fifo \
+             && chmod 2755 file && python3 -c \"{truncate}\""
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let host = |name: &str| std::fs::symlink_metadata(scene.export().join(name)).unwrap();
+    for (name, mode) in [
+        ("dir", 0o777),
+        ("fifo", 0o666),
+        ("file", 0o2755),
+        ("shut", 0),
+    ] {
+        assert_eq!(host(name).mode() & 0o7777, mode, "mode of {name}");
+    }
+    assert_eq!(host("shut").len(), 3);
+
+    std::os::unix::fs::symlink("file", m.mnt.join("link")).unwrap();
+    let at = |sec, nsec| rustix::fs::Timespec {
+        tv_sec: sec,
+        tv_nsec: nsec,
+    };
+    let times = rustix::fs::Timestamps {
+        last_access: at(1_900_000_000, 0),
+        last_modification: at(1_950_000_000, 5),
+    };
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        m.mnt.join("link"),
+        &times,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
+    let link = host("link");
+    assert_eq!((link.mtime(), link.mtime_nsec()), (1_950_000_000, 5));
+    assert_ne!(host("file").mtime(), 1_950_000_000, "the link was followed");
 }

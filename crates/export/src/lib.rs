@@ -23,7 +23,7 @@ mod locks;
 pub mod users;
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -143,6 +143,9 @@ impl std::fmt::Debug for Export {
 /// The extended attribute holding Plan 9's DMAPPEND and DMEXCL marks of a
 /// file made through the export: `a`, `l`, or both.
 const PLAN9_MARKS: &str = "user.9p.mode";
+
+/// The extended attribute holding a directory's default ACL.
+const DEFAULT_ACL: &str = "system.posix_acl_default";
 
 fn errno(e: rustix::io::Errno) -> Error {
     Error::from_errno(Errno(e.raw_os_error() as u32))
@@ -406,6 +409,43 @@ impl Inner {
         let st = rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
         Ok(self.qid(&st))
     }
+
+    /// The qid of `name`, just made in `dir` with `mode`, given that mode.
+    fn made(&self, dir: &Arc<Node>, name: &str, mode: u32) -> Result<Qid> {
+        let node = self.lookup(dir, name)?;
+        self.unmask(dir, node.fd.as_fd(), mode);
+        let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
+        Ok(self.qid(&st))
+    }
+
+    /// Gives `fd`, a file just made in `dir`, the permission bits of `mode`
+    /// that the server's own umask withheld: a client's mode is final (a
+    /// 9P2000.L client has applied its user's umask already). Where `dir`
+    /// has a default ACL the kernel applied that instead of the umask, and
+    /// what it decided stands.
+    fn unmask(&self, dir: &Node, fd: BorrowedFd<'_>, mode: u32) {
+        let Ok(st) = rustix::fs::fstat(fd) else {
+            return;
+        };
+        if mode & 0o777 & !st.st_mode == 0 {
+            return;
+        }
+        let acl = rustix::fs::getxattr_query(self.proc_path(dir).as_str(), DEFAULT_ACL);
+        if acl.is_ok() {
+            return;
+        }
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let mode = (st.st_mode & 0o7000) | (mode & 0o777);
+        let set = rustix::fs::chmodat(
+            rustix::fs::CWD,
+            path.as_str(),
+            Mode::from_raw_mode(mode),
+            AtFlags::empty(),
+        );
+        if let Err(e) = set {
+            tracing::debug!("cannot give a new file mode {mode:o}: {e}");
+        }
+    }
 }
 
 fn not_dir_entry(name: &Name) -> Result<&str> {
@@ -491,6 +531,7 @@ impl Filesystem for Export {
     async fn setattr(&self, _cx: &Cx, file: &ExportFile, set: &SetAttr) -> Result<()> {
         self.readonly()?;
         let node = file.node.clone();
+        let io = file.io.clone();
         let set = set.clone();
         self.call(&file.creds, move |inner| {
             let is_link = node.ty == FileType::Symlink;
@@ -515,7 +556,15 @@ impl Filesystem for Export {
                 ),
                 None => set.gid,
             };
-            if set.uid.is_some() || gid.is_some() || set.ctime {
+            // Every other change bumps ctime itself; an empty chown, which
+            // also clears the set-id bits of a file not the caller's to
+            // keep them on, is only for a bump alone.
+            let bump_only = set.ctime
+                && set.mode.is_none()
+                && set.size.is_none()
+                && set.atime.is_none()
+                && set.mtime.is_none();
+            if set.uid.is_some() || gid.is_some() || bump_only {
                 let uid = set.uid.map(rustix::process::Uid::from_raw);
                 let gid = gid.map(rustix::process::Gid::from_raw);
                 rustix::fs::chownat(
@@ -528,13 +577,19 @@ impl Filesystem for Export {
                 .map_err(errno)?;
             }
             if let Some(size) = set.size {
-                let fd = inner.reopen(&node, OFlags::WRONLY)?;
-                rustix::fs::ftruncate(&fd, size).map_err(errno)?;
+                // A fid open for writing truncates through its descriptor
+                // (ftruncate), which the file's mode no longer governs.
+                let writable = io.filter(|fd| {
+                    let access = rustix::fs::fcntl_getfl(&**fd).map(|f| f & OFlags::ACCMODE);
+                    matches!(access, Ok(OFlags::WRONLY | OFlags::RDWR))
+                });
+                let fd = match writable {
+                    Some(fd) => fd,
+                    None => Arc::new(inner.reopen(&node, OFlags::WRONLY)?),
+                };
+                rustix::fs::ftruncate(&*fd, size).map_err(errno)?;
             }
             if set.atime.is_some() || set.mtime.is_some() {
-                if is_link {
-                    return Err(Error::not_supported());
-                }
                 let spec = |t: Option<SetTime>| match t {
                     None => Timespec {
                         tv_sec: 0,
@@ -553,12 +608,17 @@ impl Filesystem for Export {
                     last_access: spec(set.atime),
                     last_modification: spec(set.mtime),
                 };
-                rustix::fs::utimensat(
-                    rustix::fs::CWD,
-                    inner.proc_path(&node).as_str(),
-                    &times,
-                    AtFlags::empty(),
-                )
+                if is_link {
+                    // A link's own times: /proc/self/fd would follow it.
+                    rustix::fs::utimensat(&node.fd, "", &times, AtFlags::EMPTY_PATH)
+                } else {
+                    rustix::fs::utimensat(
+                        rustix::fs::CWD,
+                        inner.proc_path(&node).as_str(),
+                        &times,
+                        AtFlags::empty(),
+                    )
+                }
                 .map_err(errno)?;
             }
             Ok(())
@@ -619,6 +679,7 @@ impl Filesystem for Export {
                     beneath(),
                 )
                 .map_err(errno)?;
+                inner.unmask(&parent, fd.as_fd(), mode);
                 let st = rustix::fs::fstat(&fd).map_err(errno)?;
                 let node = inner.lookup(&parent, &name)?;
                 if node.ino != st.st_ino || node.dev != st.st_dev {
@@ -676,7 +737,7 @@ impl Filesystem for Export {
                 Mode::from_raw_mode(mode & 0o7777),
             )
             .map_err(errno)?;
-            inner.qid_at(&parent, &name)
+            inner.made(&parent, &name, mode)
         })
         .await
     }
@@ -728,7 +789,7 @@ impl Filesystem for Export {
                 dev,
             )
             .map_err(errno)?;
-            inner.qid_at(&parent, &name)
+            inner.made(&parent, &name, mode)
         })
         .await
     }

@@ -11,11 +11,18 @@ use fuser::{
     FileAttr, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
     ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
+use ninep_client::Fid;
 use ninep_wire::consts::dotl;
-use ninep_wire::{Dialect, Errno, Name};
+use ninep_wire::{Dialect, Errno, Name, NameError, Qid};
 
 use crate::remote::{Changes, Lock, Make};
 use crate::{Errno32, Inner, errno, fail};
+
+/// The attribute holding a file's capabilities.
+const CAPABILITY: &str = "security.capability";
+
+/// The largest read or write the kernel is asked to send.
+const MAX_IO: u32 = 1 << 20;
 
 /// The FUSE filesystem: a handle on the runtime and the shared state.
 pub(crate) struct NinepFs {
@@ -23,9 +30,13 @@ pub(crate) struct NinepFs {
     pub runtime: tokio::runtime::Handle,
 }
 
+/// A name from the kernel as 9P carries it: UTF-8, at most 255 bytes.
 fn name_of(name: &OsStr) -> Result<Name, Errno32> {
     let s = name.to_str().ok_or(fail(Errno::EINVAL))?;
-    Name::new(s).map_err(|_| fail(Errno::EINVAL))
+    Name::new(s).map_err(|e| match e {
+        NameError::TooLong(_) => fail(Errno::ENAMETOOLONG),
+        _ => fail(Errno::EINVAL),
+    })
 }
 
 /// Open flags that mean nothing to the server once the kernel has acted on them.
@@ -58,11 +69,24 @@ impl Inner {
             .walk(std::slice::from_ref(name))
             .await
             .map_err(|e| errno(&e))?;
-        let (qid, mut attr) = self.remote.attr(&fid).await?;
+        let found = self.remote.attr(&fid).await?;
+        Ok(self.found(parent, name, user, fid, found))
+    }
+
+    /// Records `name` in `parent`, walked to `fid` by `user`, with its qid
+    /// and attributes; the attributes with the inode number.
+    fn found(
+        &self,
+        parent: u64,
+        name: &Name,
+        user: u32,
+        fid: Fid,
+        (qid, mut attr): (Qid, FileAttr),
+    ) -> FileAttr {
         let mut nodes = self.nodes();
         attr.ino = nodes.ino(qid);
         nodes.found(attr.ino, parent, name.clone(), user, fid);
-        Ok(attr)
+        attr
     }
 
     async fn attr_of(&self, ino: u64, fh: Option<u64>, user: u32) -> Result<FileAttr, Errno32> {
@@ -168,6 +192,14 @@ impl NinepFs {
             Some(None) => return reply.error(fail(Errno::EINVAL)),
             None => String::new(),
         };
+        // The kernel asks for this before every write through the page
+        // cache, to drop it. A file seen without one keeps that answer until
+        // an attribute is set through this mount; a server on Linux drops
+        // capabilities on writes itself.
+        let caps = name == CAPABILITY;
+        if caps && self.inner.known_without_caps(ino) {
+            return reply.error(fail(Errno::ENODATA));
+        }
         let user = self.user(req);
         self.spawn(|inner| async move {
             let result = async {
@@ -184,7 +216,12 @@ impl NinepFs {
                 Ok(value) if size == 0 => reply.size(value.len() as u32),
                 Ok(value) if value.len() > size as usize => reply.error(fail(Errno::ERANGE)),
                 Ok(value) => reply.data(&value),
-                Err(e) => reply.error(e),
+                Err(e) => {
+                    if caps && e == fail(Errno::ENODATA) {
+                        inner.without_caps(ino, true);
+                    }
+                    reply.error(e)
+                }
             }
         });
     }
@@ -197,6 +234,11 @@ impl fuser::Filesystem for NinepFs {
         if self.inner.remote.dialect == Dialect::L {
             let _ = config.add_capabilities(fuser::consts::FUSE_POSIX_LOCKS);
         }
+        // Reads and writes of up to a MiB each (the kernel's largest), so
+        // bulk transfers take few round trips; the kernel lowers what it
+        // cannot do.
+        let _ = config.set_max_write(MAX_IO);
+        let _ = config.set_max_readahead(MAX_IO);
         Ok(())
     }
 
@@ -368,7 +410,7 @@ impl fuser::Filesystem for NinepFs {
         }
         let (oldname, newname) = match (name_of(name), name_of(newname)) {
             (Ok(a), Ok(b)) => (a, b),
-            _ => return reply.error(fail(Errno::EINVAL)),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
         };
         let user = self.user(req);
         self.spawn(|inner| async move {
@@ -437,8 +479,16 @@ impl fuser::Filesystem for NinepFs {
         self.spawn(|inner| async move {
             let result = async {
                 let file = &inner.handle(fh)?.file;
-                let mut out = Vec::with_capacity(size as usize);
                 let mut at = offset.max(0) as u64;
+                let first = file.read_at(at, size).await.map_err(|e| errno(&e))?;
+                // Usually one Tread does (msize allows a MiB); the reply is
+                // then passed on without a copy.
+                if first.is_empty() || first.len() == size as usize {
+                    return Ok(first);
+                }
+                at += first.len() as u64;
+                let mut out = Vec::with_capacity(size as usize);
+                out.extend_from_slice(&first);
                 while out.len() < size as usize {
                     let want = size - out.len() as u32;
                     let data = file.read_at(at, want).await.map_err(|e| errno(&e))?;
@@ -448,7 +498,7 @@ impl fuser::Filesystem for NinepFs {
                     at += data.len() as u64;
                     out.extend_from_slice(&data);
                 }
-                Ok::<_, Errno32>(out)
+                Ok::<_, Errno32>(Bytes::from(out))
             }
             .await;
             match result {
@@ -635,6 +685,9 @@ impl fuser::Filesystem for NinepFs {
             return reply.error(fail(Errno::EINVAL));
         };
         let value = Bytes::copy_from_slice(value);
+        if name == CAPABILITY {
+            self.inner.without_caps(ino, false);
+        }
         let user = self.user(req);
         self.spawn(|inner| async move {
             let result = async {
@@ -779,7 +832,14 @@ impl fuser::Filesystem for NinepFs {
                     )
                     .await
                     .map_err(|e| errno(&e))?;
-                let attr = inner.lookup(parent, &name, user).await?;
+                // The new file's inode wants a walked fid of its own; the
+                // walk and the attributes of the open file go together.
+                let (walked, attrs) = tokio::join!(
+                    dir.walk(std::slice::from_ref(&name)),
+                    inner.remote.attr(file.fid())
+                );
+                let walked = walked.map_err(|e| errno(&e))?;
+                let attr = inner.found(parent, &name, user, walked, attrs?);
                 let open_flags = inner.open_flags(attr.ino, file.qid());
                 let fh = inner.add_handle(file);
                 Ok::<_, Errno32>((attr, fh, open_flags))

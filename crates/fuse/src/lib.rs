@@ -115,6 +115,7 @@ pub fn mount(
         handles: Mutex::new(HashMap::new()),
         next_handle: Mutex::new(1),
         locked: Mutex::new(HashSet::new()),
+        no_caps: Mutex::new(HashSet::new()),
         cache: options.cache,
         ttl: options.cache.ttl(),
         access: options.access.clone(),
@@ -150,6 +151,8 @@ struct Inner {
     /// (inode, lock owner) pairs that may hold locks: closing a file drops
     /// its owner's locks on it.
     locked: Mutex<HashSet<(u64, u64)>>,
+    /// Inodes known to have no security.capability attribute.
+    no_caps: Mutex<HashSet<u64>>,
     cache: Cache,
     ttl: Duration,
     access: Access,
@@ -210,6 +213,21 @@ impl Inner {
         let root = Arc::new(fsys.into_root());
         self.nodes().add_fid(ROOT, user, root.clone());
         Ok(self.nodes().fid(ROOT, user).unwrap_or(root))
+    }
+
+    fn known_without_caps(&self, ino: u64) -> bool {
+        let known = self.no_caps.lock().unwrap_or_else(|e| e.into_inner());
+        known.contains(&ino)
+    }
+
+    /// Records whether `ino` is known to have no capabilities.
+    fn without_caps(&self, ino: u64, none: bool) {
+        let mut known = self.no_caps.lock().unwrap_or_else(|e| e.into_inner());
+        if none {
+            known.insert(ino);
+        } else {
+            known.remove(&ino);
+        }
     }
 
     fn handle(&self, fh: u64) -> Result<Arc<Handle>, Errno32> {

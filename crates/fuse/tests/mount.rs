@@ -174,6 +174,15 @@ fn exercise(mnt: &Path, dialect: Dialect) {
             .kind(),
         std::io::ErrorKind::NotFound
     );
+    // A name longer than 9P carries is too long, not invalid.
+    let long = mnt.join("n".repeat(256));
+    for result in [
+        std::fs::write(&long, ""),
+        std::fs::create_dir(&long),
+        std::fs::rename(mnt.join("hard"), &long),
+    ] {
+        assert_eq!(result.unwrap_err().raw_os_error(), Some(36), "ENAMETOOLONG");
+    }
     // statfs through the mount answers: df works.
     let df = std::process::Command::new("df").arg(mnt).output().unwrap();
     assert!(df.status.success());
