@@ -6,7 +6,8 @@
 //! next to a raw TCP ping-pong of the same sizes ([`pingpong`]) that shows the
 //! physical limit of the machine. [`hist`] is the latency histogram they share.
 //!
-//! [`mux`] reproduces the multiplexer's scaling figures, with plots.
+//! [`mux`] reproduces the multiplexer's scaling figures, with plots drawn
+//! by [`plot`].
 //!
 //! [`io`] measures bulk transfers through a file server (a whole file read or
 //! written sequentially, a directory listed), one request at a time, and
@@ -17,6 +18,7 @@ pub mod hist;
 pub mod io;
 pub mod mux;
 pub mod pingpong;
+pub mod plot;
 pub mod postmark;
 pub mod rng;
 pub mod rtt;

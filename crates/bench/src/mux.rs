@@ -418,42 +418,22 @@ async fn unions(config: &Config, progress: &mut dyn FnMut(&str)) -> Result<Serie
 
 /// Writes one SVG plot per series into `dir`; returns their paths.
 pub fn plot(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
-    use plotters::prelude::*;
     std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
     let mut written = Vec::new();
     for s in &report.series {
         let path = dir.join(format!("{}.svg", s.file));
-        let xmax = s.points.iter().map(|p| p.0).max().unwrap_or(1) as f64;
-        let us: Vec<(f64, f64)> = s
+        let us = s
             .points
             .iter()
             .map(|(n, d)| (*n as f64, d.as_secs_f64() * 1e6))
             .collect();
-        let ymax = us.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-        let root = SVGBackend::new(&path, (640, 400)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(s.title, ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..xmax * 1.05, 0.0..ymax)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        chart
-            .configure_mesh()
-            .x_desc(s.x)
-            .y_desc("µs per message")
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        chart
-            .draw_series(LineSeries::new(us.clone(), &BLUE))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        chart
-            .draw_series(us.iter().map(|&p| Circle::new(p, 3, BLUE.filled())))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-        drop(chart);
-        drop(root);
+        let chart = crate::plot::Chart {
+            title: s.title.into(),
+            x: s.x.into(),
+            y: "µs per message".into(),
+            curves: vec![(String::new(), us)],
+        };
+        chart.svg(&path)?;
         written.push(path);
     }
     Ok(written)

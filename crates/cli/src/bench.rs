@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use ninep_bench::io::{self, Op, Target};
 use ninep_bench::postmark;
 use ninep_bench::rtt::{self, ClientKind, Config};
@@ -34,6 +34,36 @@ enum Bench {
     /// union members, and its hop's cost to a null operation; prints the
     /// figures and writes SVG plots. Everything runs in this process.
     Mux(MuxArgs),
+    /// Draws figures a benchmark script wrote as CSV: column Y against
+    /// column X, one curve per value of column BY, as SVG.
+    Plot(PlotArgs),
+}
+
+#[derive(clap::Args)]
+struct PlotArgs {
+    /// The CSV file (a header line, then rows).
+    csv: std::path::PathBuf,
+    /// The SVG file to write.
+    #[arg(long)]
+    out: std::path::PathBuf,
+    #[arg(long)]
+    x: String,
+    #[arg(long)]
+    y: String,
+    /// The column whose values name the curves.
+    #[arg(long)]
+    by: String,
+    /// Keep only rows where COLUMN has VALUE (may be repeated).
+    #[arg(long = "where", value_name = "COLUMN=VALUE", value_parser = parse_where)]
+    only: Vec<(String, String)>,
+    #[arg(long, default_value = "")]
+    title: String,
+}
+
+fn parse_where(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(c, v)| (c.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("want COLUMN=VALUE, not {s:?}"))
 }
 
 #[derive(clap::Args)]
@@ -165,7 +195,20 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         Bench::Io(args) => io(args).await,
         Bench::Postmark(args) => postmark(args).await,
         Bench::Mux(args) => mux(args).await,
+        Bench::Plot(args) => plot(args),
     }
+}
+
+fn plot(args: PlotArgs) -> Result<ExitCode> {
+    let text =
+        std::fs::read_to_string(&args.csv).with_context(|| args.csv.display().to_string())?;
+    let mut chart =
+        ninep_bench::plot::Chart::from_csv(&text, &args.x, &args.y, &args.by, &args.only)
+            .with_context(|| args.csv.display().to_string())?;
+    chart.title = args.title;
+    chart.svg(&args.out)?;
+    eprintln!("ninep: wrote {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn mux(args: MuxArgs) -> Result<ExitCode> {
