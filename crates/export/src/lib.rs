@@ -609,7 +609,7 @@ impl Filesystem for Export {
                     last_modification: spec(set.mtime),
                 };
                 if is_link {
-                    // A link's own times: /proc/self/fd would follow it.
+                    // A link's own times, through its O_PATH descriptor.
                     rustix::fs::utimensat(&node.fd, "", &times, AtFlags::EMPTY_PATH)
                 } else {
                     rustix::fs::utimensat(
