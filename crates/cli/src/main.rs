@@ -80,7 +80,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Decode(args) => decode::run(args),
-        command => runtime().and_then(|rt| {
+        command => runtime(&command).and_then(|rt| {
             rt.block_on(async move {
                 match command {
                     Command::Serve(args) => serve::run(args).await,
@@ -111,10 +111,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?)
+fn runtime(command: &Command) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // A mount answers each kernel request with a task that waits on the
+    // server: with one worker, handing requests and replies between tasks
+    // wakes no other threads, which costs more than the work itself.
+    if matches!(command, Command::Mount(_)) {
+        builder.worker_threads(1);
+    }
+    Ok(builder.enable_all().build()?)
 }
 
 /// Completes on SIGINT or SIGTERM.

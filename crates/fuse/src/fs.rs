@@ -65,22 +65,35 @@ impl Inner {
     /// lookup of it is counted.
     async fn lookup(&self, parent: u64, name: &Name, user: u32) -> Result<FileAttr, Errno32> {
         let dir = self.fid(parent, user).await?;
-        let fid = dir
-            .walk(std::slice::from_ref(name))
-            .await
-            .map_err(|e| errno(&e))?;
-        let found = self.remote.attr(&fid).await?;
-        Ok(self.found(parent, name, user, fid, found))
+        let walk = dir.walk(std::slice::from_ref(name));
+        // A name looked up again usually names the same file still: its
+        // attributes are asked for on the fid kept while the walk goes,
+        // and serve if the reply's qid is the one the walk reached.
+        let kept = self.nodes().fid_at(parent, name, user);
+        let (walked, early) = match kept {
+            Some(kept) => {
+                let (walked, attr) = tokio::join!(walk, self.remote.attr(&kept));
+                (walked, attr.ok())
+            }
+            None => (walk.await, None),
+        };
+        let fid = walked.map_err(|e| errno(&e))?;
+        let found = match early {
+            Some((qid, attr)) if qid.path == fid.qid().path => (qid, attr),
+            _ => self.remote.attr(&fid).await?,
+        };
+        Ok(self.found(parent, name, user, Some(fid), found))
     }
 
-    /// Records `name` in `parent`, walked to `fid` by `user`, with its qid
-    /// and attributes; the attributes with the inode number.
+    /// Records `name` in `parent`, found by `user` (who walked `fid`, if
+    /// given), with its qid and attributes; the attributes with the inode
+    /// number.
     fn found(
         &self,
         parent: u64,
         name: &Name,
         user: u32,
-        fid: Fid,
+        fid: Option<Fid>,
         (qid, mut attr): (Qid, FileAttr),
     ) -> FileAttr {
         let mut nodes = self.nodes();
@@ -161,11 +174,10 @@ impl NinepFs {
         let user = self.user(req);
         self.spawn(|inner| async move {
             let result = async {
-                let fid = inner.fid(ino, user).await?;
-                let fresh = fid.clone_fid().await.map_err(|e| errno(&e))?;
+                let fresh = inner.fresh_fid(ino, user).await?;
                 let file = fresh.open(flags).await.map_err(|e| errno(&e))?;
                 let open_flags = inner.open_flags(ino, file.qid());
-                Ok::<_, Errno32>((inner.add_handle(file), open_flags))
+                Ok::<_, Errno32>((inner.add_handle(file, open_flags), open_flags))
             }
             .await;
             match result {
@@ -234,6 +246,9 @@ impl fuser::Filesystem for NinepFs {
         if self.inner.remote.dialect == Dialect::L {
             let _ = config.add_capabilities(fuser::consts::FUSE_POSIX_LOCKS);
         }
+        // Lookups and listings in one directory need not wait for each
+        // other: each is a walk or read of its own over the connection.
+        let _ = config.add_capabilities(fuser::consts::FUSE_PARALLEL_DIROPS);
         // Reads and writes of up to a MiB each (the kernel's largest), so
         // bulk transfers take few round trips; the kernel lowers what it
         // cannot do.
@@ -478,12 +493,15 @@ impl fuser::Filesystem for NinepFs {
     ) {
         self.spawn(|inner| async move {
             let result = async {
-                let file = &inner.handle(fh)?.file;
+                let h = inner.handle(fh)?;
+                let file = &h.file;
                 let mut at = offset.max(0) as u64;
                 let first = file.read_at(at, size).await.map_err(|e| errno(&e))?;
                 // Usually one Tread does (msize allows a MiB); the reply is
-                // then passed on without a copy.
-                if first.is_empty() || first.len() == size as usize {
+                // then passed on without a copy. Through the page cache a
+                // short read would mean the end of the file, so the rest is
+                // asked for.
+                if h.direct || first.is_empty() || first.len() == size as usize {
                     return Ok(first);
                 }
                 at += first.len() as u64;
@@ -832,16 +850,15 @@ impl fuser::Filesystem for NinepFs {
                     )
                     .await
                     .map_err(|e| errno(&e))?;
-                // The new file's inode wants a walked fid of its own; the
-                // walk and the attributes of the open file go together.
-                let (walked, attrs) = tokio::join!(
-                    dir.walk(std::slice::from_ref(&name)),
-                    inner.remote.attr(file.fid())
-                );
-                let walked = walked.map_err(|e| errno(&e))?;
-                let attr = inner.found(parent, &name, user, walked, attrs?);
+                // The new file's inode gets a walked fid only when one is
+                // needed: most files written and closed are next removed
+                // by name, or opened, which walks anyway.
+                let attrs = inner.remote.attr(file.fid()).await?;
+                let attr = inner.found(parent, &name, user, None, attrs);
+                // A new file has no capabilities: writes need not ask.
+                inner.without_caps(attr.ino, true);
                 let open_flags = inner.open_flags(attr.ino, file.qid());
-                let fh = inner.add_handle(file);
+                let fh = inner.add_handle(file, open_flags);
                 Ok::<_, Errno32>((attr, fh, open_flags))
             }
             .await;

@@ -138,6 +138,9 @@ pub fn mount(
 /// An open file or directory.
 struct Handle {
     file: File,
+    /// Read and written directly (FOPEN_DIRECT_IO): a short read goes back
+    /// to the reader as it is, as synthetic files mean it.
+    direct: bool,
     /// A 9P2000 directory's listing, read whole when a read starts at 0.
     listing: tokio::sync::Mutex<Vec<Entry>>,
 }
@@ -177,14 +180,33 @@ impl Inner {
         if let Some(fid) = self.nodes().fid(ino, user) {
             return Ok(fid);
         }
+        if ino == ROOT {
+            return self.attach(user).await;
+        }
+        let fid = Arc::new(self.walk_to(ino, user).await?);
+        if !self.nodes().add_fid(ino, user, fid.clone()) {
+            return Err(fail(Errno::ENOENT));
+        }
+        Ok(fid)
+    }
+
+    /// A fid of its own on `ino` for `user`, to open: a clone of the one
+    /// kept, else one walked along the path, in one request either way.
+    async fn fresh_fid(&self, ino: u64, user: u32) -> Result<Fid, Errno32> {
+        let kept = self.nodes().fid(ino, user);
+        match kept {
+            Some(fid) => fid.clone_fid().await.map_err(|e| errno(&e)),
+            None => self.walk_to(ino, user).await,
+        }
+    }
+
+    /// A new fid walked from `user`'s attach along the path of `ino`.
+    async fn walk_to(&self, ino: u64, user: u32) -> Result<Fid, Errno32> {
         let kept = self.nodes().fid(ROOT, user);
         let root = match kept {
             Some(root) => root,
             None => self.attach(user).await?,
         };
-        if ino == ROOT {
-            return Ok(root);
-        }
         let path = {
             let nodes = self.nodes();
             if !nodes.exists(ino) {
@@ -192,11 +214,7 @@ impl Inner {
             }
             nodes.path(ino).ok_or(fail(Errno::ESTALE))?
         };
-        let fid = Arc::new(root.walk(&path).await.map_err(|e| errno(&e))?);
-        if !self.nodes().add_fid(ino, user, fid.clone()) {
-            return Err(fail(Errno::ENOENT));
-        }
-        Ok(fid)
+        root.walk(&path).await.map_err(|e| errno(&e))
     }
 
     /// The root of a new attach for `user` (per-user access only).
@@ -235,12 +253,14 @@ impl Inner {
         handles.get(&fh).cloned().ok_or(fail(Errno::EBADF))
     }
 
-    fn add_handle(&self, file: File) -> u64 {
+    /// Keeps `file`, opened with FOPEN flags `open_flags`.
+    fn add_handle(&self, file: File, open_flags: u32) -> u64 {
         let mut next = self.next_handle.lock().unwrap_or_else(|e| e.into_inner());
         let fh = *next;
         *next += 1;
         let handle = Handle {
             file,
+            direct: open_flags & fuser::consts::FOPEN_DIRECT_IO != 0,
             listing: tokio::sync::Mutex::new(Vec::new()),
         };
         self.handles

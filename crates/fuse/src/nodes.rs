@@ -71,6 +71,12 @@ impl Nodes {
         self.by_ino.get(&ino)?.fids.get(&uid).cloned()
     }
 
+    /// The fid `uid` keeps on the file last found as `name` in `parent`.
+    pub fn fid_at(&self, parent: u64, name: &Name, uid: u32) -> Option<Arc<Fid>> {
+        let ino = self.by_place.get(&(parent, name.clone()))?;
+        self.fid(*ino, uid)
+    }
+
     /// The names that lead from the root to `ino`, if they are all known.
     pub fn path(&self, mut ino: u64) -> Option<Vec<Name>> {
         let mut names = Vec::new();
@@ -94,17 +100,21 @@ impl Nodes {
             .map_or(ROOT, |p| p.0)
     }
 
-    /// Records a lookup of `name` in `parent` that walked `fid` as `uid`.
-    /// The new fid replaces the user's older one: on servers whose fids
+    /// Records a lookup of `name` in `parent` by `uid`, which walked `fid`
+    /// if given; without one, a fid is walked along the path when first
+    /// needed. Either way the user's older fid goes: on servers whose fids
     /// name paths (diod), a fid from before a rename names nothing now.
-    pub fn found(&mut self, ino: u64, parent: u64, name: Name, uid: u32, fid: Fid) {
+    pub fn found(&mut self, ino: u64, parent: u64, name: Name, uid: u32, fid: Option<Fid>) {
         let node = self.by_ino.entry(ino).or_insert_with(|| Node {
             fids: HashMap::new(),
             place: None,
             lookups: 0,
         });
         node.lookups += 1;
-        node.fids.insert(uid, Arc::new(fid));
+        match fid {
+            Some(fid) => node.fids.insert(uid, Arc::new(fid)),
+            None => node.fids.remove(&uid),
+        };
         if ino != ROOT {
             self.place(ino, Some((parent, name)));
         }
