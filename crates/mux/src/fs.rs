@@ -15,6 +15,7 @@ use ninep_wire::{
     Tsymlink, Twstat,
 };
 
+use crate::ahead::Ahead;
 use crate::attr;
 use crate::nsfile::{self, Entry};
 use crate::space::{Kind, Member, Namespace, Node, Remote, RemoteFid, Shared, Target, View};
@@ -160,6 +161,7 @@ async fn open_member(
         member: Member::Remote(Arc::new(Remote {
             up: up.clone(),
             fid,
+            ahead: Ahead::default(),
         })),
         ..target
     })
@@ -308,6 +310,7 @@ impl Filesystem for Mux {
                 member: Member::Remote(Arc::new(Remote {
                     up: up.clone(),
                     fid: RemoteFid::Open(file),
+                    ahead: Ahead::default(),
                 })),
                 qid: raw,
                 create: false,
@@ -397,9 +400,11 @@ impl Filesystem for Mux {
             return Ok(text.slice(start..end));
         }
         let r = node.remote()?;
-        let file = r.file()?;
         let _turn = r.up.turn().await;
-        file.read_at(offset, count).await.map_err(|e| r.up.error(e))
+        r.ahead
+            .read(r, offset, count)
+            .await
+            .map_err(|e| r.up.error(e))
     }
 
     async fn write(&self, _cx: &Cx, node: &Node, offset: u64, data: Bytes) -> Result<u32> {

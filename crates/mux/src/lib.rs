@@ -14,6 +14,7 @@
 //!
 //! [`Filesystem`]: ninep_server::Filesystem
 
+mod ahead;
 mod attr;
 mod fs;
 pub mod nsfile;

@@ -19,6 +19,7 @@ use ninep_client::{Fid, File};
 use ninep_server::{Error, Result};
 use ninep_wire::{Name, Qid, QidType};
 
+use crate::ahead::Ahead;
 use crate::nsfile::{Entry, Flags};
 use crate::upstream::{LOCAL, Qids, Upstream, Upstreams};
 
@@ -37,6 +38,8 @@ pub(crate) const CTL: u64 = 0;
 pub(crate) struct Remote {
     pub up: Arc<Upstream>,
     pub fid: RemoteFid,
+    /// Reading ahead, for an open file read in order.
+    pub ahead: Ahead,
 }
 
 pub(crate) enum RemoteFid {
@@ -399,6 +402,7 @@ impl Namespace {
                     let remote = Remote {
                         up,
                         fid: RemoteFid::Walked(root),
+                        ahead: Ahead::default(),
                     };
                     (
                         *flags,
@@ -840,6 +844,7 @@ impl Node {
                 member: Member::Remote(Arc::new(Remote {
                     up: up.clone(),
                     fid: RemoteFid::Walked(fid),
+                    ahead: Ahead::default(),
                 })),
                 qid: raw,
                 create: false,

@@ -1,0 +1,164 @@
+//! Reading ahead of a client that reads a regular upstream file in order.
+//!
+//! A read that starts where the last one on the same open file ended starts
+//! a transfer of the rest of the file upstream, pipelined (or streamed, where
+//! the server offers streams) by the client library, and the reads after it
+//! are answered from what that transfer brings. A client that streams a
+//! file through the mux, or just reads it in order, then moves at the
+//! upstream link's pace instead of one round trip per read. Only regular
+//! files with a qid version, neither append-only nor exclusive-use, are read
+//! ahead: for anything else reading early would change what the client gets.
+//!
+//! Memory: a transfer holds at most the client library's window, plus
+//! [`QUEUED`] pieces waiting to be asked for.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ninep_client::{Error, Transfer};
+use ninep_wire::QidType;
+use ninep_wire::consts::{mode, unix};
+use tokio::sync::{Mutex, mpsc};
+
+use crate::space::Remote;
+
+/// Pieces read ahead and not yet asked for.
+const QUEUED: usize = 4;
+
+/// The read-ahead state of one open file.
+#[derive(Default)]
+pub(crate) struct Ahead {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Where the last read ended.
+    last_end: Option<u64>,
+    /// Whether the file may be read ahead, once known.
+    eligible: Option<bool>,
+    running: Option<Running>,
+}
+
+/// A transfer under way, and what it brought that was not asked for yet.
+struct Running {
+    /// Offset of `leftover`'s first byte.
+    next: u64,
+    leftover: Bytes,
+    pieces: mpsc::Receiver<Result<Bytes, Error>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Dropping the transfer flushes what it has in flight.
+        self.task.abort();
+    }
+}
+
+impl Ahead {
+    /// Reads up to `count` bytes at `offset` of `remote`'s open file.
+    pub async fn read(
+        &self,
+        remote: &Arc<Remote>,
+        offset: u64,
+        count: u32,
+    ) -> Result<Bytes, Error> {
+        let mut state = self.state.lock().await;
+        let in_order = state.last_end == Some(offset);
+        if state.running.as_ref().is_some_and(|r| r.next != offset) {
+            state.running = None;
+        }
+        if state.running.is_none()
+            && in_order
+            && offset > 0
+            && self.eligible(&mut state, remote).await?
+        {
+            state.running = Some(start(remote.clone(), offset));
+        }
+        let Some(running) = state.running.as_mut() else {
+            // Out of order: a plain read, without holding up other reads.
+            drop(state);
+            let data = remote
+                .file()
+                .map_err(|_| closed())?
+                .read_at(offset, count)
+                .await?;
+            self.state.lock().await.last_end = Some(offset + data.len() as u64);
+            return Ok(data);
+        };
+        if running.leftover.is_empty() {
+            match running.pieces.recv().await {
+                Some(Ok(piece)) => running.leftover = piece,
+                Some(Err(e)) => {
+                    state.running = None;
+                    return Err(e);
+                }
+                None => {
+                    // The end of the file, as far as the transfer saw it.
+                    state.running = None;
+                    return Ok(Bytes::new());
+                }
+            }
+        }
+        let n = running.leftover.len().min(count as usize);
+        let data = running.leftover.split_to(n);
+        running.next += n as u64;
+        state.last_end = Some(running.next);
+        Ok(data)
+    }
+
+    async fn eligible(&self, state: &mut State, remote: &Remote) -> Result<bool, Error> {
+        if let Some(known) = state.eligible {
+            return Ok(known);
+        }
+        let file = remote.file().map_err(|_| closed())?;
+        let info = file.stat().await?;
+        let qid = file.qid();
+        let ordered = qid.ty.contains(QidType::APPEND)
+            || qid.ty.contains(QidType::EXCL)
+            || info.plan9_mode & (mode::DMAPPEND | mode::DMEXCL) != 0;
+        let known = info.mode & unix::S_IFMT == unix::S_IFREG && qid.version != 0 && !ordered;
+        state.eligible = Some(known);
+        Ok(known)
+    }
+}
+
+/// Starts reading `remote`'s file from `offset` to its end.
+fn start(remote: Arc<Remote>, offset: u64) -> Running {
+    let (tx, pieces) = mpsc::channel(QUEUED);
+    let task = tokio::spawn(async move {
+        let Ok(file) = remote.file() else { return };
+        let mut range = match file.read_range(offset, None, Transfer::default()).await {
+            Ok(range) => range,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
+        loop {
+            let piece = match range.next().await {
+                Ok(Some(piece)) => Ok(piece),
+                Ok(None) => return,
+                Err(e) => Err(e),
+            };
+            let failed = piece.is_err();
+            if tx.send(piece).await.is_err() || failed {
+                return;
+            }
+        }
+    });
+    Running {
+        next: offset,
+        leftover: Bytes::new(),
+        pieces,
+        task,
+    }
+}
+
+fn closed() -> Error {
+    Error::Remote {
+        errno: ninep_wire::Errno::EBADF,
+        ename: "not open".into(),
+    }
+}

@@ -1,0 +1,117 @@
+//! A file read in order through the mux is read ahead upstream, so a
+//! client's stream (or plain reads in order) through the mux keeps several
+//! upstream requests in flight; files whose reads must not run early are
+//! read only as asked.
+
+#[path = "../../client/tests/support/flaky.rs"]
+mod flaky;
+#[path = "../../client/tests/support/pattern.rs"]
+mod pattern;
+mod support;
+
+use std::sync::atomic::Ordering::SeqCst;
+
+use flaky::Flaky;
+use ninep_client::{Client, Mode, Options, Transfer};
+use ninep_server::{Limits, Server, Spawned, StreamLimits};
+use ninep_transport::Addr;
+use ninep_wire::Dialect;
+use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR};
+use ninep_wire::consts::mode::DMAPPEND;
+use pattern::pattern;
+
+/// A mux over `fs`, and a client of the mux with a small msize (so a few
+/// MiB take hundreds of reads) in `dialect`. The upstream offers no
+/// streams, so reading ahead shows as reads running there at once.
+async fn through_mux(
+    fs: Flaky,
+    dialect: Dialect,
+) -> ((Spawned, String), support::Running, ninep_client::Fsys) {
+    let listener = "tcp!127.0.0.1!0"
+        .parse::<Addr>()
+        .unwrap()
+        .listen()
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let no_streams = StreamLimits {
+        streams: 0,
+        ..StreamLimits::default()
+    };
+    let upstream = Server::with_stream_limits(fs, Limits::default(), no_streams).spawn(listener);
+    let mux = support::serve_mux(&format!("mount -c {addr} /")).await;
+    let options = Options {
+        dialect: Some(dialect),
+        msize: 16 * 1024 + 24,
+    };
+    let client = Client::connect_with(&mux.addr, options).await.unwrap();
+    let fsys = client.attach("glenda", "").await.unwrap();
+    ((upstream, addr), mux, fsys)
+}
+
+async fn read_all(fsys: &ninep_client::Fsys, path: &str, mode: Mode) -> Vec<u8> {
+    let file = fsys.open(path, O_RDONLY).await.unwrap();
+    let mut range = file.read_range(0, None, Transfer::new(mode)).await.unwrap();
+    assert_eq!(range.mode(), mode);
+    let mut got = Vec::new();
+    while let Some(piece) = range.next().await.unwrap() {
+        got.extend_from_slice(&piece);
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_in_order_are_read_ahead_upstream() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let (_upstream, _mux, fsys) = through_mux(fs, Dialect::L).await;
+    let data = pattern(3 << 20 | 777);
+    let file = fsys.create("big", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, data.clone().into()).await.unwrap();
+    drop(file);
+    // The client asks one read at a time and streams; either way the
+    // upstream sees several reads at once, and the bytes are exact.
+    for mode in [Mode::OneAtATime, Mode::Streamed] {
+        knobs.delay_us.store(200, SeqCst);
+        knobs.most_at_once.store(0, SeqCst);
+        let got = read_all(&fsys, "big", mode).await;
+        assert!(got == data, "{mode:?}: bytes differ");
+        let at_once = knobs.most_at_once.load(SeqCst);
+        assert!(at_once > 1, "{mode:?}: {at_once} upstream reads at once");
+    }
+    // Reads out of order are answered as asked.
+    let file = fsys.open("big", O_RDONLY).await.unwrap();
+    for offset in [2 << 20, 5, 1 << 20, 1 << 20, 3 << 20 | 700] {
+        let got = file.read_at(offset, 100).await.unwrap();
+        let end = (offset as usize + 100).min(data.len());
+        assert_eq!(&got[..], &data[offset as usize..end], "at {offset}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_only_files_are_not_read_ahead() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let ((_upstream, addr), _mux, fsys) = through_mux(fs, Dialect::L).await;
+    // Only 9P2000 can make an append-only file (straight on the server: the
+    // mux speaks 9P2000.L to it); ramfs keeps it.
+    let maker = support::attach(&addr, Dialect::Base).await;
+    let log = maker.create("log", DMAPPEND | 0o644, O_RDWR).await.unwrap();
+    let data = pattern(200_000);
+    log.write_all_at(0, data.clone().into()).await.unwrap();
+    drop(log);
+    knobs.delay_us.store(200, SeqCst);
+    knobs.most_at_once.store(0, SeqCst);
+    // Plain reads in order, one at a time.
+    let log = fsys.open("log", O_RDONLY).await.unwrap();
+    let mut got = Vec::new();
+    loop {
+        let piece = log.read_at(got.len() as u64, 16 * 1024).await.unwrap();
+        if piece.is_empty() {
+            break;
+        }
+        got.extend_from_slice(&piece);
+    }
+    assert!(got == data);
+    assert_eq!(knobs.most_at_once.load(SeqCst), 1);
+}
