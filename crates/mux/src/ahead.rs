@@ -108,6 +108,12 @@ impl Ahead {
         Ok(data)
     }
 
+    /// Stops reading ahead: the file is being clunked. (The transfer's task
+    /// holds the file, so it must be stopped, not merely forgotten.)
+    pub async fn stop(&self) {
+        self.state.lock().await.running = None;
+    }
+
     async fn eligible(&self, state: &mut State, remote: &Remote) -> Result<bool, Error> {
         if let Some(known) = state.eligible {
             return Ok(known);

@@ -424,6 +424,13 @@ impl Filesystem for Mux {
         file.write_at(offset, data).await.map_err(|e| r.up.error(e))
     }
 
+    async fn clunk(&self, _cx: &Cx, node: Node) -> Result<()> {
+        if let Ok(r) = node.remote() {
+            r.ahead.stop().await;
+        }
+        Ok(())
+    }
+
     async fn read_dir(&self, cx: &Cx, node: &Node) -> Result<Vec<DirEntry>> {
         // Every member is read at once; the merge keeps their order.
         let listings = join_all(node.members().iter().map(|t| list_member(cx, node, t))).await;

@@ -26,6 +26,7 @@ use pattern::pattern;
 async fn through_mux(
     fs: Flaky,
     dialect: Dialect,
+    limits: Limits,
 ) -> ((Spawned, String), support::Running, ninep_client::Fsys) {
     let listener = "tcp!127.0.0.1!0"
         .parse::<Addr>()
@@ -38,7 +39,7 @@ async fn through_mux(
         streams: 0,
         ..StreamLimits::default()
     };
-    let upstream = Server::with_stream_limits(fs, Limits::default(), no_streams).spawn(listener);
+    let upstream = Server::with_stream_limits(fs, limits, no_streams).spawn(listener);
     let mux = support::serve_mux(&format!("mount -c {addr} /")).await;
     let options = Options {
         dialect: Some(dialect),
@@ -64,7 +65,7 @@ async fn read_all(fsys: &ninep_client::Fsys, path: &str, mode: Mode) -> Vec<u8> 
 async fn reads_in_order_are_read_ahead_upstream() {
     let fs = Flaky::new();
     let knobs = fs.knobs.clone();
-    let (_upstream, _mux, fsys) = through_mux(fs, Dialect::L).await;
+    let (_upstream, _mux, fsys) = through_mux(fs, Dialect::L, Limits::default()).await;
     let data = pattern(3 << 20 | 777);
     let file = fsys.create("big", 0o644, O_RDWR).await.unwrap();
     file.write_all_at(0, data.clone().into()).await.unwrap();
@@ -92,7 +93,7 @@ async fn reads_in_order_are_read_ahead_upstream() {
 async fn append_only_files_are_not_read_ahead() {
     let fs = Flaky::new();
     let knobs = fs.knobs.clone();
-    let ((_upstream, addr), _mux, fsys) = through_mux(fs, Dialect::L).await;
+    let ((_upstream, addr), _mux, fsys) = through_mux(fs, Dialect::L, Limits::default()).await;
     // Only 9P2000 can make an append-only file (straight on the server: the
     // mux speaks 9P2000.L to it); ramfs keeps it.
     let maker = support::attach(&addr, Dialect::Base).await;
@@ -114,4 +115,32 @@ async fn append_only_files_are_not_read_ahead() {
     }
     assert!(got == data);
     assert_eq!(knobs.most_at_once.load(SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clunk_stops_reading_ahead() {
+    // Few fids upstream: a read-ahead that outlived its file would keep the
+    // upstream fid open, and opens would soon fail. Small messages, so that
+    // the transfer is far from the end of the file when it is stopped.
+    let limits = Limits {
+        fids: 8,
+        msize: 8192 + 24,
+        ..Limits::default()
+    };
+    let (_upstream, _mux, fsys) = through_mux(Flaky::new(), Dialect::L, limits).await;
+    let data = pattern(2 << 20);
+    let file = fsys.create("big", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, data.clone().into()).await.unwrap();
+    drop(file);
+    for round in 0..20 {
+        let file = fsys.open("big", O_RDONLY).await.unwrap();
+        // Three reads in order start the read-ahead; then stop early.
+        for i in 0..3u64 {
+            let got = file.read_at(i * 1000, 1000).await.unwrap();
+            assert_eq!(&got[..], &data[i as usize * 1000..(i as usize + 1) * 1000]);
+        }
+        file.close()
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+    }
 }
