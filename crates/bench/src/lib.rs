@@ -7,13 +7,15 @@
 //! physical limit of the machine. [`hist`] is the latency histogram they share.
 //!
 //! [`mux`] reproduces the multiplexer's scaling figures, with plots drawn
-//! by [`plot`].
+//! by [`plot`], and measures its hop beside [`forward`]'s, the least a hop
+//! can cost.
 //!
 //! [`io`] measures bulk transfers through a file server (a whole file read or
 //! written sequentially, a directory listed), one request at a time, and
 //! [`postmark`] a PostMark-style small-file workload. [`rng`] is the seeded
 //! generator that makes their workloads repeatable.
 
+pub mod forward;
 pub mod hist;
 pub mod io;
 pub mod mux;

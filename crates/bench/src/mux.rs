@@ -2,8 +2,9 @@
 //! a message suite against the number of clients (one server), of servers
 //! (one client) and of both at once; of a walk across 1 to 16 mount points;
 //! of a read of a union directory of 1 to 64 members; and the cost of the
-//! mux hop to a null operation, beside the same server reached directly in
-//! the same run (with [`crate::rtt`]).
+//! mux hop to a null operation, beside the same server reached directly and
+//! through a forwarder that copies bytes and nothing more ([`Forwarder`]),
+//! in the same run (with [`crate::rtt`]).
 //!
 //! Every server is a ramfs in this process on loopback; the mux too. A
 //! point runs its clients at once for [`Config::duration`] (and at most
@@ -23,6 +24,7 @@ use ninep_wire::{Msg, Name, Treaddir};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::forward::Forwarder;
 use crate::hist::Histogram;
 use crate::rtt;
 
@@ -80,8 +82,10 @@ pub struct Series {
 #[derive(Debug)]
 pub struct Report {
     pub series: Vec<Series>,
-    /// The null operation straight to ramfs and through the mux.
+    /// The null operation straight to ramfs, through a forwarder and
+    /// through the mux.
     pub direct: rtt::Report,
+    pub forwarded: rtt::Report,
     pub muxed: rtt::Report,
 }
 
@@ -93,30 +97,44 @@ impl std::fmt::Display for Report {
                 writeln!(f, "  {:>5} {}: {:>9.1} µs", n, s.x, d.as_secs_f64() * 1e6)?;
             }
         }
-        writeln!(
-            f,
-            "null operation ({}), direct and through the mux:",
-            self.direct.op
-        )?;
-        writeln!(
-            f,
-            "conns | direct ops/s | p50 µs | mux ops/s | p50 µs | mux/direct latency"
-        )?;
-        for (d, m) in self.direct.rows.iter().zip(&self.muxed.rows) {
-            let p50 = |p: &rtt::Point| p.p50.as_secs_f64() * 1e6;
-            writeln!(
-                f,
-                "{:>5} | {:>12.0} | {:>6.1} | {:>9.0} | {:>6.1} | {:.2}",
-                d.conns,
-                d.ninep.rate,
-                p50(&d.ninep),
-                m.ninep.rate,
-                p50(&m.ninep),
-                p50(&m.ninep) / p50(&d.ninep)
-            )?;
-        }
-        Ok(())
+        hop_table(f, &self.direct, &self.forwarded, &self.muxed)
     }
+}
+
+/// The hop's figures: p50 latency of the null operation direct, through
+/// the forwarder and through the mux, and what each hop adds.
+pub fn hop_table(
+    f: &mut dyn std::fmt::Write,
+    direct: &rtt::Report,
+    forwarded: &rtt::Report,
+    muxed: &rtt::Report,
+) -> std::fmt::Result {
+    writeln!(
+        f,
+        "null operation ({}), p50 µs: direct, through a forwarder, through the mux",
+        direct.op
+    )?;
+    writeln!(
+        f,
+        "conns | direct | forwarder | mux    | forwarder/direct | mux/direct | mux hop/forwarder hop"
+    )?;
+    let rows = direct.rows.iter().zip(&forwarded.rows).zip(&muxed.rows);
+    for ((d, w), m) in rows {
+        let p50 = |p: &rtt::Point| p.p50.as_secs_f64() * 1e6;
+        let (d50, w50, m50) = (p50(&d.ninep), p50(&w.ninep), p50(&m.ninep));
+        writeln!(
+            f,
+            "{:>5} | {:>6.1} | {:>9.1} | {:>6.1} | {:>16.2} | {:>10.2} | {:.2}",
+            d.conns,
+            d50,
+            w50,
+            m50,
+            w50 / d50,
+            m50 / d50,
+            (m50 - d50) / (w50 - d50)
+        )?;
+    }
+    Ok(())
 }
 
 /// A server of this process on loopback, stopped when dropped.
@@ -311,9 +329,21 @@ pub async fn run(config: &Config, progress: &mut dyn FnMut(&str)) -> Result<Repo
     series.push(walks(config, progress).await?);
     series.push(unions(config, progress).await?);
 
-    // The hop: the same null operation straight to a ramfs and through a
-    // mux with that ramfs on its root, one after the other.
+    let [direct, forwarded, muxed] = hop(config, progress).await?;
+    Ok(Report {
+        series,
+        direct,
+        forwarded,
+        muxed,
+    })
+}
+
+/// The hop: the same null operation straight to a ramfs, through a
+/// forwarder (the least a hop can cost) and through a mux with that ramfs
+/// on its root, one run of each in turn.
+pub async fn hop(config: &Config, progress: &mut dyn FnMut(&str)) -> Result<[rtt::Report; 3]> {
     let s = ramfs(&[]).await?;
+    let forwarder = Forwarder::start(&s.addr).await?;
     let m = mux(&format!("mount {} /", s.addr)).await?;
     let rtt_config = |addr: &str| rtt::Config {
         addr: addr.to_owned(),
@@ -322,13 +352,15 @@ pub async fn run(config: &Config, progress: &mut dyn FnMut(&str)) -> Result<Repo
         baseline: false,
         ..rtt::Config::default()
     };
-    let direct = rtt::run(&rtt_config(&s.addr), progress).await?;
-    let muxed = rtt::run(&rtt_config(&m.addr), progress).await?;
-    Ok(Report {
-        series,
-        direct,
-        muxed,
-    })
+    let configs = [
+        rtt_config(&s.addr),
+        rtt_config(forwarder.addr()),
+        rtt_config(&m.addr),
+    ];
+    let reports = rtt::compare(&configs, progress).await?;
+    reports
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("a report per server"))
 }
 
 /// A Twalk from the root crossing 1 to 16 mount points: one ramfs holds

@@ -312,37 +312,52 @@ impl Null {
 
 /// Measures `config`, calling `progress` with a line after each run.
 pub async fn run(config: &Config, progress: &mut dyn FnMut(&str)) -> Result<Report> {
-    config.check()?;
-    let null = probe(config).await?;
-    let echo = if config.baseline {
+    let mut reports = compare(std::slice::from_ref(config), progress).await?;
+    reports.pop().context("no report")
+}
+
+/// Measures several servers at the same connection counts, one run of each
+/// in turn (then the TCP ping-pong, if the first config asks for it), so
+/// that noise from the rest of the machine falls on all of them alike. The
+/// first config gives the counts, duration, repeats and operation limit.
+pub async fn compare(configs: &[Config], progress: &mut dyn FnMut(&str)) -> Result<Vec<Report>> {
+    let first = configs.first().context("nothing to measure")?;
+    first.check()?;
+    let mut nulls = Vec::with_capacity(configs.len());
+    for config in configs {
+        nulls.push(probe(config).await?);
+    }
+    let echo = if first.baseline {
         Some(
-            EchoServer::start(null.request_bytes, null.reply_bytes)
+            EchoServer::start(nulls[0].request_bytes, nulls[0].reply_bytes)
                 .context("start the ping-pong server")?,
         )
     } else {
         None
     };
-    let mut rows = Vec::new();
-    for conns in config.counts() {
-        let mut ninep_runs = Vec::new();
+    let mut rows: Vec<Vec<Row>> = vec![Vec::new(); configs.len()];
+    for conns in first.counts() {
+        let mut ninep_runs: Vec<Vec<Run>> = vec![Vec::new(); configs.len()];
         let mut tcp_runs = Vec::new();
-        for i in 1..=config.repeats {
-            let mut pingers = Vec::with_capacity(conns);
-            for _ in 0..conns {
-                pingers.push(connect(config, &null).await?);
+        for i in 1..=first.repeats {
+            let mut line = format!("conns {conns:>4} run {i}/{}:", first.repeats);
+            for (k, (config, null)) in configs.iter().zip(&nulls).enumerate() {
+                let mut pingers = Vec::with_capacity(conns);
+                for _ in 0..conns {
+                    pingers.push(connect(config, null).await?);
+                }
+                let run = measure(pingers, first.duration, first.max_ops)
+                    .await
+                    .with_context(|| format!("9P run at {conns} connections to {}", config.addr))?;
+                line += &format!(
+                    " 9P {:>8.0} ops/s p50 {:>7.1} µs p99 {:>7.1} µs mean {:>7.1} µs",
+                    run.rate(),
+                    run.latency.quantile(0.5).as_secs_f64() * 1e6,
+                    run.latency.quantile(0.99).as_secs_f64() * 1e6,
+                    run.latency.mean().as_secs_f64() * 1e6,
+                );
+                ninep_runs[k].push(run);
             }
-            let run = measure(pingers, config.duration, config.max_ops)
-                .await
-                .with_context(|| format!("9P run at {conns} connections"))?;
-            let mut line = format!(
-                "conns {conns:>4} run {i}/{}: 9P {:>8.0} ops/s p50 {:>7.1} µs p99 {:>7.1} µs mean {:>7.1} µs",
-                config.repeats,
-                run.rate(),
-                run.latency.quantile(0.5).as_secs_f64() * 1e6,
-                run.latency.quantile(0.99).as_secs_f64() * 1e6,
-                run.latency.mean().as_secs_f64() * 1e6,
-            );
-            ninep_runs.push(run);
             if let Some(echo) = &echo {
                 let mut pingers = Vec::with_capacity(conns);
                 for _ in 0..conns {
@@ -352,7 +367,7 @@ pub async fn run(config: &Config, progress: &mut dyn FnMut(&str)) -> Result<Repo
                             .context("connect to the ping-pong server")?,
                     ));
                 }
-                let run = measure(pingers, config.duration, config.max_ops)
+                let run = measure(pingers, first.duration, first.max_ops)
                     .await
                     .with_context(|| format!("TCP run at {conns} connections"))?;
                 line += &format!(
@@ -365,23 +380,31 @@ pub async fn run(config: &Config, progress: &mut dyn FnMut(&str)) -> Result<Repo
             }
             progress(&line);
         }
-        rows.push(Row {
-            conns,
-            ninep: Point::of(&ninep_runs),
-            tcp: echo.as_ref().map(|_| Point::of(&tcp_runs)),
-        });
+        let tcp = echo.as_ref().map(|_| Point::of(&tcp_runs));
+        for (k, runs) in ninep_runs.iter().enumerate() {
+            rows[k].push(Row {
+                conns,
+                ninep: Point::of(runs),
+                tcp: tcp.clone(),
+            });
+        }
     }
-    Ok(Report {
-        addr: config.addr.clone(),
-        dialect: null.dialect,
-        op: null.request(Fid(0)).name(),
-        request_bytes: null.request_bytes,
-        reply_bytes: null.reply_bytes,
-        duration: config.duration,
-        repeats: config.repeats,
-        client: config.client,
-        rows,
-    })
+    Ok(configs
+        .iter()
+        .zip(nulls)
+        .zip(rows)
+        .map(|((config, null), rows)| Report {
+            addr: config.addr.clone(),
+            dialect: null.dialect,
+            op: null.request(Fid(0)).name(),
+            request_bytes: null.request_bytes,
+            reply_bytes: null.reply_bytes,
+            duration: first.duration,
+            repeats: first.repeats,
+            client: config.client,
+            rows,
+        })
+        .collect())
 }
 
 /// Settles the dialect and sends one null operation, to learn its sizes on

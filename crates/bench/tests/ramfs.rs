@@ -94,3 +94,28 @@ async fn unreachable_server_fails() {
     };
     assert!(rtt::run(&config, &mut |_| {}).await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hop_is_measured_direct_forwarded_and_muxed() {
+    let config = ninep_bench::mux::Config {
+        duration: Duration::from_millis(50),
+        hop_conns: vec![2],
+        ..Default::default()
+    };
+    let mut lines = 0;
+    let [direct, forwarded, muxed] = ninep_bench::mux::hop(&config, &mut |_| lines += 1)
+        .await
+        .unwrap();
+    assert_eq!(lines, 6, "one line per repeat and count");
+    for report in [&direct, &forwarded, &muxed] {
+        let conns: Vec<usize> = report.rows.iter().map(|r| r.conns).collect();
+        assert_eq!(conns, [1, 2]);
+        assert!(report.rows.iter().all(|r| r.ninep.rate > 0.0), "{report}");
+    }
+    // Three servers, three addresses: the runs did not all go to one.
+    assert_ne!(direct.addr, forwarded.addr);
+    assert_ne!(direct.addr, muxed.addr);
+    let mut table = String::new();
+    ninep_bench::mux::hop_table(&mut table, &direct, &forwarded, &muxed).unwrap();
+    assert_eq!(table.lines().count(), 4, "{table}");
+}

@@ -77,6 +77,10 @@ struct MuxArgs {
     /// A few small points only, to see that it works.
     #[arg(long)]
     quick: bool,
+    /// Only the hop: the null operation direct, through a forwarder and
+    /// through the mux.
+    #[arg(long)]
+    hop: bool,
 }
 
 /// The bench target: the server flags as the bench crate takes them.
@@ -226,6 +230,14 @@ async fn mux(args: MuxArgs) -> Result<ExitCode> {
         config.mounts = vec![1, 4, 16];
         config.members = vec![1, 8];
         config.hop_conns = vec![1];
+    }
+    if args.hop {
+        let [direct, forwarded, muxed] =
+            ninep_bench::mux::hop(&config, &mut |line| eprintln!("{line}")).await?;
+        let mut table = String::new();
+        ninep_bench::mux::hop_table(&mut table, &direct, &forwarded, &muxed)?;
+        print!("{table}");
+        return Ok(ExitCode::SUCCESS);
     }
     let report = ninep_bench::mux::run(&config, &mut |line| eprintln!("{line}")).await?;
     print!("{report}");

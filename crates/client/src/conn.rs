@@ -10,7 +10,7 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use ninep_transport::{Addr, Frame, FrameCodec, Stream, write_frames};
+use ninep_transport::{Addr, Frame, FrameCodec, Stream, Writer};
 use ninep_wire::*;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
@@ -54,7 +54,7 @@ impl std::fmt::Debug for Client {
 
 pub(crate) struct Inner {
     state: Mutex<State>,
-    writer: mpsc::UnboundedSender<Frame>,
+    writer: Writer,
     dialect: Mutex<Dialect>,
     /// The stream extension was agreed.
     streams: AtomicBool,
@@ -149,12 +149,24 @@ impl Inner {
                 fcall.msg.name()
             )));
         }
-        self.writer
-            .send(Frame {
-                head: head.freeze(),
-                payload,
-            })
-            .map_err(|_| Error::Closed)
+        let frame = Frame {
+            head: head.freeze(),
+            payload,
+        };
+        let state = self.lock();
+        if state.closed {
+            return Err(Error::Closed);
+        }
+        // Alone on the connection, a request goes at once; with others in
+        // flight the server is busy anyway, and requests share writes.
+        let alone = state.pending.len() <= 1;
+        drop(state);
+        if alone {
+            self.writer.send(frame);
+        } else {
+            self.writer.queue(frame);
+        }
+        Ok(())
     }
 
     /// Sends a request and waits for its reply. An error reply becomes
@@ -470,10 +482,11 @@ impl Client {
     /// Speaks 9P over an already connected stream.
     pub async fn over(stream: Box<dyn Stream>, options: Options) -> Result<Client, Error> {
         let (reader, writer) = tokio::io::split(stream);
-        let (tx, rx) = mpsc::unbounded_channel();
+        // No limit: the requests are the client's own, bounded by its tags.
+        let (writer, _) = Writer::spawn(writer, usize::MAX);
         let inner = Arc::new(Inner {
             state: Mutex::new(State::default()),
-            writer: tx,
+            writer,
             dialect: Mutex::new(Dialect::Base),
             streams: AtomicBool::new(false),
             msize: AtomicU32::new(options.msize),
@@ -481,7 +494,6 @@ impl Client {
             free_fids: Mutex::new(Vec::new()),
             idle: tokio::sync::Notify::new(),
         });
-        tokio::spawn(write_frames(writer, rx));
         let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
         let protocol = negotiate(&inner, &mut frames, &options).await?;
         frames.decoder_mut().set_msize(inner.msize());

@@ -20,7 +20,9 @@ pub struct Limits {
     pub msize: u32,
     /// Fids one connection may hold.
     pub fids: usize,
-    /// Requests one connection may have in flight.
+    /// Requests one connection may have in flight; as many replies at
+    /// most wait for its socket. A peer that reads no replies thus holds
+    /// at most twice this many messages of msize in the server.
     pub requests: usize,
     /// Connections served at once.
     pub connections: usize,

@@ -7,18 +7,24 @@
 //! request removes its own entry as it queues its reply, and Tflush removes
 //! the entry of the request it flushes and queues Rflush under the same lock,
 //! so no reply to a flushed tag can follow its Rflush.
+//!
+//! Memory held for a peer is bounded even if it never reads: at most
+//! `Limits::requests` requests run at once, and at most as many replies wait
+//! for the socket. Past that, a finished request waits for room before it
+//! queues its reply, and the reader waits before it answers anything
+//! itself, so it stops reading the peer's requests. Nothing of this is
+//! shared between connections: a peer that stalls stalls only itself.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use ninep_transport::{Frame, FrameCodec, Stream, write_frames};
+use ninep_transport::{Frame, FrameCodec, Room, Stream, Writer};
 use ninep_wire::*;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -63,8 +69,10 @@ pub(crate) struct Conn<F: Filesystem> {
     pub shared: Arc<Shared<F>>,
     pub fids: Fids<F::File>,
     inflight: Mutex<HashMap<u16, Inflight>>,
-    replies: mpsc::UnboundedSender<Frame>,
+    replies: Writer,
     next_id: AtomicU64,
+    /// The reader holds bytes of requests read but not yet handled.
+    more: AtomicBool,
 }
 
 impl<F: Filesystem> Conn<F> {
@@ -72,30 +80,54 @@ impl<F: Filesystem> Conn<F> {
         self.inflight.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn send(&self, session: Session, tag: u16, msg: Msg) {
-        // The writer outlives every sender; a send fails only after the peer
-        // is gone, when the reply has nowhere to go anyway.
-        let _ = self.replies.send(encode_reply(Fcall { tag, msg }, session));
+    /// Sends a reply the reader makes itself, once there is room for it.
+    async fn send(&self, session: Session, tag: u16, msg: Msg) {
+        let room = self.replies.room().await;
+        let alone = self.alone(&self.inflight());
+        post(room, encode_reply(Fcall { tag, msg }, session), alone);
+    }
+
+    /// True if no other reply is on its way to share a write with one
+    /// sent now: no request is in flight and none is waiting to be read.
+    /// Such a reply is written at once; others are queued and go out
+    /// together.
+    fn alone(&self, inflight: &HashMap<u16, Inflight>) -> bool {
+        inflight.is_empty() && !self.more.load(Ordering::Relaxed)
     }
 
     /// Queues one of several replies of stream `id` (a piece, a credit)
     /// unless it was flushed; false if it was.
-    pub(crate) fn send_piece(&self, session: Session, tag: u16, id: u64, msg: Msg) -> bool {
+    pub(crate) async fn send_piece(&self, session: Session, tag: u16, id: u64, msg: Msg) -> bool {
+        let room = self.replies.room().await;
         let inflight = self.inflight();
         let live = inflight.get(&tag).is_some_and(|e| e.id == id);
         if live {
-            self.send(session, tag, msg);
+            // More pieces follow: no hurry.
+            room.queue(encode_reply(Fcall { tag, msg }, session));
         }
         live
     }
 
-    /// Queues the reply of request `id` unless it was flushed.
-    fn finish(&self, session: Session, tag: u16, id: u64, msg: Msg) {
+    /// Queues the reply of request `id` unless it was flushed. The room is
+    /// taken first, so that a flush cannot come between the check and the
+    /// send.
+    async fn finish(&self, session: Session, tag: u16, id: u64, msg: Msg) {
+        let room = self.replies.room().await;
         let mut inflight = self.inflight();
         if inflight.get(&tag).is_some_and(|e| e.id == id) {
             inflight.remove(&tag);
-            self.send(session, tag, msg);
+            let alone = self.alone(&inflight);
+            post(room, encode_reply(Fcall { tag, msg }, session), alone);
         }
+    }
+}
+
+/// Sends `frame` at once if it is `alone`, else queues it.
+fn post(room: Room<'_>, frame: Frame, alone: bool) {
+    if alone {
+        room.send(frame);
+    } else {
+        room.queue(frame);
     }
 }
 
@@ -127,14 +159,14 @@ pub(crate) async fn serve<F: Filesystem>(
     shutdown: CancellationToken,
 ) {
     let (reader, writer) = tokio::io::split(stream);
-    let (tx, rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_frames(writer, rx));
+    let (replies, flusher) = Writer::spawn(writer, shared.limits.requests);
     let conn = Arc::new(Conn {
         fids: Fids::new(shared.limits.fids),
         shared,
         inflight: Mutex::new(HashMap::new()),
-        replies: tx,
+        replies,
         next_id: AtomicU64::new(0),
+        more: AtomicBool::new(false),
     });
     let limits = conn.shared.limits.clone();
     let mut frames = FramedRead::new(reader, FrameCodec::new(limits.msize, Dialect::Base));
@@ -152,14 +184,26 @@ pub(crate) async fn serve<F: Filesystem>(
             }
             None => break,
         };
-        if let Some(new) = receive(&conn, &mut session, frame).await {
+        let more = !frames.read_buffer().is_empty();
+        conn.more.store(more, Ordering::Relaxed);
+        // The reader may wait for room for a reply; shutdown ends that too.
+        let new = tokio::select! {
+            new = receive(&conn, &mut session, frame) => new,
+            () = shutdown.cancelled() => break,
+        };
+        if let Some(new) = new {
             frames.decoder_mut().set_msize(new.msize);
             frames.decoder_mut().set_dialect(new.dialect);
         }
     }
     reset(&conn).await;
     drop(conn);
-    let _ = writer.await;
+    // The replies left go out, unless the peer does not read them and the
+    // server is stopping.
+    tokio::select! {
+        _ = flusher => {}
+        () = shutdown.cancelled() => {}
+    }
 }
 
 /// Handles one frame; returns the new session if it was a Tversion.
@@ -185,7 +229,8 @@ async fn receive<F: Filesystem>(
                 DecodeErrorKind::NameTooLong(_) => Error::from_errno(Errno::ENAMETOOLONG),
                 _ => Error::with_errno(Errno::EBADMSG, format!("bad 9P message: {}", e.kind)),
             };
-            conn.send(current, header.tag, error_reply(&err, current.dialect));
+            conn.send(current, header.tag, error_reply(&err, current.dialect))
+                .await;
             return None;
         }
     };
@@ -195,21 +240,23 @@ async fn receive<F: Filesystem>(
         let streams = conn.shared.stream_limits.streams > 0;
         let (reply, new) = version(v, conn.shared.limits.msize, streams);
         *session = new;
-        conn.send(new.unwrap_or(current), tag, reply);
+        conn.send(new.unwrap_or(current), tag, reply).await;
         return new;
     }
     let Some(current) = *session else {
         let err = Error::with_errno(Errno::EPROTO, "version not negotiated");
-        conn.send(current, tag, error_reply(&err, current.dialect));
+        conn.send(current, tag, error_reply(&err, current.dialect))
+            .await;
         return None;
     };
     if !fcall.msg.is_request() {
         let err = Error::with_errno(Errno::EPROTO, "reply sent to a server");
-        conn.send(current, tag, error_reply(&err, current.dialect));
+        conn.send(current, tag, error_reply(&err, current.dialect))
+            .await;
         return None;
     }
     if let Msg::Tflush(f) = &fcall.msg {
-        flush(conn, current, tag, f.oldtag);
+        flush(conn, current, tag, f.oldtag).await;
         return None;
     }
     if let Msg::Tscredit(_) | Msg::Tsdata(_) = &fcall.msg {
@@ -221,7 +268,8 @@ async fn receive<F: Filesystem>(
     let resolved = match resolve(conn, &fcall.msg) {
         Ok(r) => r,
         Err(err) => {
-            conn.send(current, tag, error_reply(&err, current.dialect));
+            conn.send(current, tag, error_reply(&err, current.dialect))
+                .await;
             return None;
         }
     };
@@ -230,35 +278,10 @@ async fn receive<F: Filesystem>(
         Some((io, task)) => (Some(io), Some(task)),
         None => (None, None),
     };
-    {
-        let mut inflight = conn.inflight();
-        if inflight.contains_key(&tag) {
-            drop(inflight);
-            let err = Error::with_errno(Errno::EPROTO, "duplicate tag");
-            conn.send(current, tag, error_reply(&err, current.dialect));
-            return None;
-        }
-        if inflight.len() >= conn.shared.limits.requests {
-            drop(inflight);
-            let err = Error::with_errno(Errno::EAGAIN, "too many requests in flight");
-            conn.send(current, tag, error_reply(&err, current.dialect));
-            return None;
-        }
-        let streams = inflight.values().filter(|e| e.stream.is_some()).count();
-        if stream.is_some() && streams >= conn.shared.stream_limits.streams {
-            drop(inflight);
-            let err = Error::with_errno(Errno::EAGAIN, "too many streams");
-            conn.send(current, tag, error_reply(&err, current.dialect));
-            return None;
-        }
-        inflight.insert(
-            tag,
-            Inflight {
-                id,
-                abort: None,
-                stream,
-            },
-        );
+    if let Err(err) = admit(conn, tag, id, stream) {
+        conn.send(current, tag, error_reply(&err, current.dialect))
+            .await;
+        return None;
     }
     let task_conn = conn.clone();
     let mut request = Box::pin(async move {
@@ -271,7 +294,7 @@ async fn receive<F: Filesystem>(
             None => handler.run(fcall.msg, resolved).await,
         };
         let reply = reply.unwrap_or_else(|e| error_reply(&e, current.dialect));
-        task_conn.finish(current, tag, id, reply);
+        task_conn.finish(current, tag, id, reply).await;
     });
     // Most requests finish without waiting for anything: run them here and
     // save a task and a hop between threads. One that must wait becomes a
@@ -288,6 +311,39 @@ async fn receive<F: Filesystem>(
         entry.abort = Some(task.abort_handle());
     }
     None
+}
+
+/// Enters request `id` in the in-flight table under `tag`, within the
+/// limits.
+fn admit<F: Filesystem>(
+    conn: &Conn<F>,
+    tag: u16,
+    id: u64,
+    stream: Option<StreamIo>,
+) -> Result<(), Error> {
+    let mut inflight = conn.inflight();
+    if inflight.contains_key(&tag) {
+        return Err(Error::with_errno(Errno::EPROTO, "duplicate tag"));
+    }
+    if inflight.len() >= conn.shared.limits.requests {
+        return Err(Error::with_errno(
+            Errno::EAGAIN,
+            "too many requests in flight",
+        ));
+    }
+    let streams = inflight.values().filter(|e| e.stream.is_some()).count();
+    if stream.is_some() && streams >= conn.shared.stream_limits.streams {
+        return Err(Error::with_errno(Errno::EAGAIN, "too many streams"));
+    }
+    inflight.insert(
+        tag,
+        Inflight {
+            id,
+            abort: None,
+            stream,
+        },
+    );
+    Ok(())
 }
 
 /// Tversion: picks the dialect and msize, and the stream extension if it
@@ -328,14 +384,20 @@ fn version(v: &Tversion, max_msize: u32, streams: bool) -> (Msg, Option<Session>
 }
 
 /// Tflush: cancels `oldtag` if it is still running, then answers.
-fn flush<F: Filesystem>(conn: &Conn<F>, session: Session, tag: u16, oldtag: u16) {
+async fn flush<F: Filesystem>(conn: &Conn<F>, session: Session, tag: u16, oldtag: u16) {
+    let room = conn.replies.room().await;
     let mut inflight = conn.inflight();
     if let Some(entry) = inflight.remove(&oldtag)
         && let Some(abort) = entry.abort
     {
         abort.abort();
     }
-    conn.send(session, tag, Rflush {}.into());
+    let alone = conn.alone(&inflight);
+    post(
+        room,
+        encode_reply(Fcall::new(tag, Rflush {}), session),
+        alone,
+    );
 }
 
 /// Ends the session: cancels every request and clunks every fid.

@@ -215,7 +215,11 @@ impl<F: Filesystem> Handler<'_, F> {
             offset += data.len() as u64;
             left -= data.len() as u64;
             let sent = Rsread { data };
-            if !self.conn.send_piece(self.session, tag, id, sent.into()) {
+            if !self
+                .conn
+                .send_piece(self.session, tag, id, sent.into())
+                .await
+            {
                 break;
             }
         }
@@ -236,15 +240,17 @@ impl<F: Filesystem> Handler<'_, F> {
         let g = read(&r.fid).await?;
         let s = open_file(&g, can_write, "fid not open for writing")?;
         let cx = self.cx(s);
-        let grant = |bytes: u64| {
+        let grant = async |bytes: u64| {
             *allowed.lock().unwrap_or_else(|e| e.into_inner()) += bytes;
             let credit = Rscredit {
                 credit: bytes as u32,
             };
-            self.conn.send_piece(self.session, tag, id, credit.into())
+            self.conn
+                .send_piece(self.session, tag, id, credit.into())
+                .await
         };
         let window = window.min(u32::MAX as u64);
-        if !grant(window) {
+        if !grant(window).await {
             return Err(Error::from_errno(Errno::EINTR));
         }
         let (mut offset, mut total, mut ungranted) = (m.offset, 0u64, 0u64);
@@ -274,7 +280,7 @@ impl<F: Filesystem> Handler<'_, F> {
             ungranted += len;
             // The low water mark: half the window written, grant it again.
             if ungranted >= window / 2 {
-                if !grant(ungranted) {
+                if !grant(ungranted).await {
                     return Err(Error::from_errno(Errno::EINTR));
                 }
                 ungranted = 0;

@@ -1,6 +1,6 @@
 //! Carrying 9P over byte streams, for tokio: Plan 9 dial strings, listening
 //! and dialing, the framing codec that cuts a stream into whole messages,
-//! and the writer that sends queued frames.
+//! and the writer that sends frames, at once or from a bounded queue.
 //! It sits between the wire layer (which never does I/O) and the server and
 //! client (which own connections).
 
@@ -10,4 +10,4 @@ mod writer;
 
 pub use dial::{Addr, Conn, DEFAULT_PORT, Listener, Stream};
 pub use framing::{FrameCodec, FrameError};
-pub use writer::{Frame, write_frames};
+pub use writer::{Frame, Room, Writer};

@@ -1,12 +1,27 @@
-//! Writing encoded frames to a stream from a queue, as both ends of a
-//! connection do: frames queued together go out in one write, and a large
-//! payload goes out from its own buffer beside its header, uncopied.
+//! Writing encoded frames to a stream, as both ends of a connection do.
+//!
+//! A frame sent with `send` goes out from the task that made it, at once,
+//! when nothing is queued and the stream takes it whole: no hand-off to
+//! another task and no wait for one to run. That is the quickest way for a
+//! frame alone. Otherwise (and for frames sent with `queue`, when more are
+//! coming) it joins a queue that a flusher task writes in batches: frames
+//! queued together go out in one write, and a large payload goes out from
+//! its own buffer beside its header, uncopied.
+//!
+//! The queue is bounded for a peer that does not read: [`Writer::room`]
+//! waits while `limit` frames are queued (or promised), so a writer never
+//! holds more than `limit` frames, and whoever makes them waits instead.
 
+use std::collections::VecDeque;
 use std::io::IoSlice;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
 /// An encoded frame: everything but a trailing payload, and the payload
 /// (as `ninep_wire::Fcall::encode_head` splits them).
@@ -16,57 +31,365 @@ pub struct Frame {
     pub payload: Option<Bytes>,
 }
 
+impl Frame {
+    fn len(&self) -> usize {
+        self.head.len() + self.payload.as_ref().map_or(0, Bytes::len)
+    }
+
+    /// What is left once the first `n` bytes are written.
+    fn after(&self, n: usize) -> Frame {
+        let head = self.head.len();
+        match &self.payload {
+            _ if n < head => Frame {
+                head: self.head.slice(n..),
+                payload: self.payload.clone(),
+            },
+            Some(payload) => Frame {
+                head: Bytes::new(),
+                payload: Some(payload.slice(n - head..)),
+            },
+            None => Frame {
+                head: Bytes::new(),
+                payload: None,
+            },
+        }
+    }
+}
+
 /// Payloads at least this large are written in place, not copied.
 const COPY_LIMIT: usize = 16 * 1024;
 
 /// Batches are written once they reach this size.
 const BATCH: usize = 64 * 1024;
 
-/// Writes frames from `queue` until it closes or the stream fails, then
-/// shuts the stream down.
-pub async fn write_frames(
-    mut out: impl AsyncWrite + Unpin,
-    mut queue: mpsc::UnboundedReceiver<Frame>,
-) {
-    let mut buf = BytesMut::with_capacity(BATCH);
-    while let Some(first) = queue.recv().await {
-        let mut next = Some(first);
-        while let Some(frame) = next {
-            buf.extend_from_slice(&frame.head);
-            match frame.payload {
-                Some(payload) if payload.len() >= COPY_LIMIT => {
-                    if write_both(&mut out, &buf, &payload).await.is_err() {
-                        return;
-                    }
-                    buf.clear();
-                }
-                Some(payload) => buf.extend_from_slice(&payload),
-                None => {}
-            }
-            if buf.len() >= BATCH {
-                break;
-            }
-            next = queue.try_recv().ok();
+type Out = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// The sending end of a stream. Dropping it lets the flusher write what is
+/// queued and shut the stream down.
+pub struct Writer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("limit", &self.shared.limit)
+            .finish()
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    limit: usize,
+    /// Wakes the flusher: frames queued, or the writer dropped.
+    work: Notify,
+    /// Wakes those waiting in [`Writer::room`].
+    room: Notify,
+}
+
+struct State {
+    /// The stream, while nobody is writing to it: the flusher takes it out
+    /// while it writes a batch.
+    out: Option<Out>,
+    queue: VecDeque<Frame>,
+    /// Frames queued, promised by a [`Room`], or in the flusher's batch.
+    held: usize,
+    /// A write made at once still has to be flushed.
+    unflushed: bool,
+    /// The stream failed: frames are dropped from now on.
+    failed: bool,
+    /// The [`Writer`] is gone: write what is queued, then shut down.
+    ending: bool,
+}
+
+/// A place in a writer's queue, taken by [`Writer::room`]; dropping it
+/// unused gives it back.
+#[must_use]
+#[derive(Debug)]
+pub struct Room<'a> {
+    writer: &'a Writer,
+    used: bool,
+}
+
+impl Room<'_> {
+    /// Sends `frame` in the place taken, at once if the stream is free.
+    pub fn send(mut self, frame: Frame) {
+        self.used = true;
+        self.writer.put(frame, true);
+    }
+
+    /// Queues `frame` in the place taken, to go out with others.
+    pub fn queue(mut self, frame: Frame) {
+        self.used = true;
+        self.writer.put(frame, false);
+    }
+}
+
+impl Drop for Room<'_> {
+    fn drop(&mut self) {
+        if !self.used {
+            let mut state = self.writer.lock();
+            self.writer.release(&mut state, 1);
         }
-        if !buf.is_empty() {
-            if out.write_all(&buf).await.is_err() {
+    }
+}
+
+impl Writer {
+    /// A writer to `out` that holds at most `limit` frames, and its
+    /// flusher, which ends once the writer is dropped and all is written
+    /// (or the stream fails).
+    pub fn spawn(
+        out: impl AsyncWrite + Send + Unpin + 'static,
+        limit: usize,
+    ) -> (Writer, JoinHandle<()>) {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                out: Some(Box::new(out)),
+                queue: VecDeque::new(),
+                held: 0,
+                unflushed: false,
+                failed: false,
+                ending: false,
+            }),
+            limit: limit.max(1),
+            work: Notify::new(),
+            room: Notify::new(),
+        });
+        let flusher = tokio::spawn(flush(shared.clone()));
+        (Writer { shared }, flusher)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared.lock()
+    }
+
+    /// Waits for a place in the queue: while `limit` frames are held, until
+    /// one is written. Once the stream has failed there is always room (and
+    /// what is sent is dropped).
+    pub async fn room(&self) -> Room<'_> {
+        loop {
+            let freed = self.shared.room.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut state = self.lock();
+                if state.failed || state.held < self.shared.limit {
+                    state.held += 1;
+                    return Room {
+                        writer: self,
+                        used: false,
+                    };
+                }
+            }
+            freed.await;
+        }
+    }
+
+    /// Sends `frame` without waiting for room, past the limit if need be:
+    /// for frames bounded by other means (a client's requests, by its
+    /// tags). It is written at once if the stream is free.
+    pub fn send(&self, frame: Frame) {
+        self.lock().held += 1;
+        self.put(frame, true);
+    }
+
+    /// As [`Writer::send`], but queued, to go out with others.
+    pub fn queue(&self, frame: Frame) {
+        self.lock().held += 1;
+        self.put(frame, false);
+    }
+
+    /// Writes `frame` now if asked to, nothing is queued and the stream
+    /// takes it, else queues it for the flusher. Its place is already
+    /// counted in `held`.
+    fn put(&self, frame: Frame, at_once: bool) {
+        let mut state = self.lock();
+        if state.failed {
+            self.release(&mut state, 1);
+            return;
+        }
+        let mut frame = frame;
+        if at_once
+            && state.queue.is_empty()
+            && let Some(out) = state.out.as_mut()
+        {
+            match write_now(out, &frame) {
+                Now::Written { flushed } => {
+                    state.unflushed |= !flushed;
+                    self.release(&mut state, 1);
+                    if !flushed {
+                        self.shared.work.notify_one();
+                    }
+                    return;
+                }
+                Now::Partly(n) => frame = frame.after(n),
+                Now::Failed => {
+                    self.release(&mut state, 1);
+                    self.shared.fail(&mut state);
+                    return;
+                }
+            }
+        }
+        state.queue.push_back(frame);
+        self.shared.work.notify_one();
+    }
+
+    /// Gives back `n` places, waking those waiting for room if it was full.
+    fn release(&self, state: &mut State, n: usize) {
+        self.shared.release(state, n);
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.lock().ending = true;
+        self.shared.work.notify_one();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn release(&self, state: &mut State, n: usize) {
+        let was_full = state.held >= self.limit;
+        state.held -= n;
+        if was_full && state.held < self.limit {
+            self.room.notify_waiters();
+        }
+    }
+
+    /// The stream failed: drops what is queued and lets every sender on.
+    fn fail(&self, state: &mut State) {
+        state.failed = true;
+        let queued = state.queue.len();
+        state.queue.clear();
+        state.held -= queued;
+        self.room.notify_waiters();
+    }
+}
+
+/// How far a write made at once got.
+enum Now {
+    Written {
+        flushed: bool,
+    },
+    /// The stream took this many bytes and would block on the rest.
+    Partly(usize),
+    Failed,
+}
+
+/// Writes `frame` to `out` as far as it goes without waiting. Polling with
+/// a waker that does nothing is safe here: whoever writes next (the
+/// flusher, if this stops short) polls again with its own.
+fn write_now(out: &mut Out, frame: &Frame) -> Now {
+    let mut cx = Context::from_waker(Waker::noop());
+    let (len, mut done) = (frame.len(), 0);
+    while done < len {
+        let rest = frame.after(done);
+        let bufs = [
+            IoSlice::new(&rest.head),
+            IoSlice::new(rest.payload.as_deref().unwrap_or_default()),
+        ];
+        match Pin::new(&mut *out).poll_write_vectored(&mut cx, &bufs) {
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Now::Failed,
+            Poll::Ready(Ok(n)) => done += n,
+            Poll::Pending => return Now::Partly(done),
+        }
+    }
+    match Pin::new(&mut *out).poll_flush(&mut cx) {
+        Poll::Ready(Ok(())) => Now::Written { flushed: true },
+        Poll::Ready(Err(_)) => Now::Failed,
+        Poll::Pending => Now::Written { flushed: false },
+    }
+}
+
+/// The flusher: writes what is queued, a batch at a time, until the writer
+/// is dropped and nothing is left, or the stream fails.
+async fn flush(shared: Arc<Shared>) {
+    let mut buf = BytesMut::with_capacity(BATCH);
+    loop {
+        let step = {
+            let mut state = shared.lock();
+            if state.failed {
                 return;
             }
-            buf.clear();
-        }
-        if out.flush().await.is_err() {
+            if !state.queue.is_empty() || state.unflushed {
+                // Only the flusher takes the stream out, and it puts it back.
+                let Some(out) = state.out.take() else { return };
+                state.unflushed = false;
+                let mut batch = Vec::new();
+                let mut size = 0;
+                while size < BATCH
+                    && let Some(frame) = state.queue.pop_front()
+                {
+                    size += frame.len();
+                    batch.push(frame);
+                }
+                Step::Write(out, batch)
+            } else if state.ending {
+                Step::End(state.out.take())
+            } else {
+                Step::Wait
+            }
+        };
+        let (mut out, batch) = match step {
+            Step::Write(out, batch) => (out, batch),
+            Step::End(out) => {
+                if let Some(mut out) = out {
+                    let _ = out.shutdown().await;
+                }
+                return;
+            }
+            Step::Wait => {
+                shared.work.notified().await;
+                continue;
+            }
+        };
+        let written = write_batch(&mut out, &batch, &mut buf).await;
+        let flushed = match written {
+            Ok(()) => out.flush().await,
+            Err(e) => Err(e),
+        };
+        let mut state = shared.lock();
+        state.out = Some(out);
+        shared.release(&mut state, batch.len());
+        if flushed.is_err() {
+            shared.fail(&mut state);
             return;
         }
     }
-    let _ = out.shutdown().await;
+}
+
+/// What the flusher does next.
+enum Step {
+    Write(Out, Vec<Frame>),
+    /// Nothing left and the writer gone: shut the stream down.
+    End(Option<Out>),
+    Wait,
+}
+
+/// Writes `frames` in order: small ones gathered in `buf`, large payloads
+/// from their own buffers.
+async fn write_batch(out: &mut Out, frames: &[Frame], buf: &mut BytesMut) -> std::io::Result<()> {
+    buf.clear();
+    for frame in frames {
+        buf.extend_from_slice(&frame.head);
+        match &frame.payload {
+            Some(payload) if payload.len() >= COPY_LIMIT => {
+                write_both(out, buf, payload).await?;
+                buf.clear();
+            }
+            Some(payload) => buf.extend_from_slice(payload),
+            None => {}
+        }
+    }
+    out.write_all(buf).await
 }
 
 /// Writes `head` then `payload` with as few system calls as the kernel allows.
-async fn write_both(
-    out: &mut (impl AsyncWrite + Unpin),
-    head: &[u8],
-    payload: &[u8],
-) -> std::io::Result<()> {
+async fn write_both(out: &mut Out, head: &[u8], payload: &[u8]) -> std::io::Result<()> {
     let (mut head, mut payload) = (head, payload);
     while !head.is_empty() {
         let n = out
@@ -85,32 +408,76 @@ async fn write_both(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::FutureExt;
     use tokio::io::AsyncReadExt;
+
+    fn frame(i: u8, payload: Option<Bytes>) -> Frame {
+        Frame {
+            head: Bytes::from(vec![i; 7]),
+            payload,
+        }
+    }
 
     #[tokio::test]
     async fn frames_arrive_whole_and_in_order() {
         let (a, mut b) = tokio::io::duplex(4096);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(write_frames(a, rx));
+        let (writer, flusher) = Writer::spawn(a, 8);
         let big = Bytes::from(vec![9u8; 100_000]);
+        let reading = tokio::spawn(async move {
+            let mut got = Vec::new();
+            b.read_to_end(&mut got).await.map(|_| got)
+        });
         let mut want = Vec::new();
         for i in 0..50u8 {
-            let head = Bytes::from(vec![i; 7]);
             let payload = match i % 3 {
                 0 => None,
                 1 => Some(Bytes::from(vec![i; 10])),
                 _ => Some(big.clone()),
             };
-            want.extend_from_slice(&head);
-            if let Some(p) = &payload {
+            let f = frame(i, payload);
+            want.extend_from_slice(&f.head);
+            if let Some(p) = &f.payload {
                 want.extend_from_slice(p);
             }
-            tx.send(Frame { head, payload }).unwrap();
+            writer.room().await.send(f);
         }
-        drop(tx);
-        let mut got = Vec::new();
-        b.read_to_end(&mut got).await.unwrap();
-        writer.await.unwrap();
-        assert_eq!(got, want);
+        drop(writer);
+        flusher.await.unwrap();
+        assert_eq!(reading.await.unwrap().unwrap(), want);
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_does_not_read_holds_up_senders_at_the_limit() {
+        // Room for one frame in the pipe; nothing reads the other end.
+        let (a, b) = tokio::io::duplex(16);
+        let (writer, _flusher) = Writer::spawn(a, 3);
+        let mut sent = 0;
+        // A bounded number of tries: the fourth place never comes.
+        while sent < 100 {
+            let Some(room) = writer.room().now_or_never() else {
+                break;
+            };
+            room.send(frame(sent as u8, Some(Bytes::from(vec![0u8; 100]))));
+            sent += 1;
+            tokio::task::yield_now().await;
+        }
+        // Three held, and what the pipe took (the first frame went at once).
+        assert_eq!(writer.lock().held, 3);
+        assert!(sent <= 4, "{sent} frames accepted");
+        // Once the peer goes, the stream fails and senders are let on.
+        drop(b);
+        let room = tokio::time::timeout(std::time::Duration::from_secs(10), writer.room()).await;
+        room.expect("room once the peer is gone")
+            .send(frame(0, None));
+        assert!(writer.lock().failed);
+    }
+
+    #[tokio::test]
+    async fn unused_room_is_given_back() {
+        let (a, _b) = tokio::io::duplex(16);
+        let (writer, _flusher) = Writer::spawn(a, 1);
+        drop(writer.room().await);
+        assert_eq!(writer.lock().held, 0);
+        assert!(writer.room().now_or_never().is_some());
     }
 }
