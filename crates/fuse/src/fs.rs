@@ -187,6 +187,18 @@ impl NinepFs {
         });
     }
 
+    /// Takes, changes or drops `lock` through the open file `fh`.
+    fn lock(&self, fh: u64, lock: Lock, wait: bool, reply: ReplyEmpty) {
+        self.spawn(|inner| async move {
+            let result = async {
+                let h = inner.handle(fh)?;
+                inner.remote.lock(&h.file, lock, wait).await
+            }
+            .await;
+            answer(reply, result);
+        });
+    }
+
     /// Answers an xattr read: the size alone when asked for 0 bytes.
     fn xattr_read(
         &self,
@@ -567,20 +579,13 @@ impl fuser::Filesystem for NinepFs {
         if !held {
             return reply.ok();
         }
-        self.spawn(|inner| async move {
-            let unlock = Lock {
-                ty: dotl::LOCK_TYPE_UNLCK,
-                start: 0,
-                end: Lock::TO_END,
-                owner: lock_owner,
-            };
-            let result = async {
-                let h = inner.handle(fh)?;
-                inner.remote.lock(&h.file, unlock, false).await
-            }
-            .await;
-            answer(reply, result);
-        });
+        let unlock = Lock {
+            ty: dotl::LOCK_TYPE_UNLCK,
+            start: 0,
+            end: Lock::TO_END,
+            owner: lock_owner,
+        };
+        self.lock(fh, unlock, false, reply);
     }
 
     fn release(
@@ -811,14 +816,7 @@ impl fuser::Filesystem for NinepFs {
                 .unwrap_or_else(|e| e.into_inner())
                 .insert((ino, lock_owner));
         }
-        self.spawn(|inner| async move {
-            let result = async {
-                let h = inner.handle(fh)?;
-                inner.remote.lock(&h.file, lock, sleep).await
-            }
-            .await;
-            answer(reply, result);
-        });
+        self.lock(fh, lock, sleep, reply);
     }
 
     fn create(
