@@ -108,10 +108,17 @@ impl Ahead {
         Ok(data)
     }
 
-    /// Stops reading ahead: the file is being clunked. (The transfer's task
-    /// holds the file, so it must be stopped, not merely forgotten.)
+    /// Stops reading ahead: the file is being clunked. The transfer's task
+    /// holds the file, so it must be stopped, not merely forgotten, and
+    /// waited for: once the clunk is answered the upstream fid must be on
+    /// its way to being clunked too, or a client opening files one after
+    /// another could find the server's fids used up.
     pub async fn stop(&self) {
-        self.state.lock().await.running = None;
+        let running = self.state.lock().await.running.take();
+        if let Some(mut running) = running {
+            running.task.abort();
+            let _ = (&mut running.task).await;
+        }
     }
 
     async fn eligible(&self, state: &mut State, remote: &Remote) -> Result<bool, Error> {
