@@ -70,12 +70,17 @@ struct State {
     pending: HashMap<u16, Waiter>,
     free_tags: Vec<u16>,
     next_tag: u16,
+    /// Numbers requests, so a tag reused by a later one is told apart.
+    next_request: u64,
     closed: bool,
 }
 
 enum Waiter {
-    /// A request whose caller waits for the reply.
-    Reply(oneshot::Sender<Result<Msg, Error>>),
+    /// Request number `request`, whose caller waits for the reply.
+    Reply {
+        request: u64,
+        tx: oneshot::Sender<Result<Msg, Error>>,
+    },
     /// A request given up on, whose Tflush is in flight.
     Flushing,
     /// A Tflush for `old`; its Rflush frees both tags.
@@ -83,7 +88,10 @@ enum Waiter {
     /// A Tclunk nobody waits for; its reply frees the fid number.
     Clunk(Fid),
     /// A stream (docs/streams.md): every reply on its tag, until the last.
-    Stream(mpsc::UnboundedSender<Msg>),
+    Stream {
+        request: u64,
+        tx: mpsc::UnboundedSender<Msg>,
+    },
 }
 
 impl Inner {
@@ -179,7 +187,7 @@ impl Inner {
     /// one, come through the returned [`Replies`].
     pub(crate) fn start_stream(self: &Arc<Self>, msg: Msg) -> Result<Replies, Error> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let tag = self.register(Waiter::Stream(tx))?;
+        let (tag, request) = self.register(|request| Waiter::Stream { request, tx })?;
         if let Err(e) = self.send(&Fcall { tag, msg }) {
             self.release(tag);
             return Err(e);
@@ -189,21 +197,24 @@ impl Inner {
             guard: FlushOnDrop {
                 inner: self.clone(),
                 tag,
+                request,
                 armed: true,
             },
         })
     }
 
-    /// Takes a free tag for `waiter`.
-    fn register(&self, waiter: Waiter) -> Result<u16, Error> {
+    /// Takes a free tag and a request number for the waiter `make` makes.
+    fn register(&self, make: impl FnOnce(u64) -> Waiter) -> Result<(u16, u64), Error> {
         let mut state = self.lock();
         if state.closed {
             return Err(Error::Closed);
         }
         let tag = Self::alloc_tag(&mut state)
             .ok_or_else(|| Error::protocol("all 65535 tags are in use"))?;
-        state.pending.insert(tag, waiter);
-        Ok(tag)
+        let request = state.next_request;
+        state.next_request += 1;
+        state.pending.insert(tag, make(request));
+        Ok((tag, request))
     }
 
     /// Sends a request now and returns its reply to come: many requests can
@@ -211,7 +222,7 @@ impl Inner {
     /// flushes the request.
     pub(crate) fn start(self: &Arc<Self>, msg: Msg) -> Result<Reply, Error> {
         let (tx, rx) = oneshot::channel();
-        let tag = self.register(Waiter::Reply(tx))?;
+        let (tag, request) = self.register(|request| Waiter::Reply { request, tx })?;
         let want = msg.ty() + 1;
         if let Err(e) = self.send(&Fcall { tag, msg }) {
             self.release(tag);
@@ -223,6 +234,7 @@ impl Inner {
             guard: FlushOnDrop {
                 inner: self.clone(),
                 tag,
+                request,
                 armed: true,
             },
         })
@@ -234,15 +246,18 @@ impl Inner {
         state.free_tags.push(tag);
     }
 
-    /// Gives up on request `tag`: sends Tflush; both tags are freed at Rflush.
-    fn flush(&self, tag: u16) {
+    /// Gives up on request number `request`, sent on `tag`: sends Tflush;
+    /// both tags are freed at Rflush. Nothing is sent if its reply has come
+    /// already, even though the tag may carry a later request by now.
+    fn flush(&self, tag: u16, request: u64) {
         let mut state = self.lock();
-        if state.closed
-            || !matches!(
-                state.pending.get(&tag),
-                Some(Waiter::Reply(_) | Waiter::Stream(_))
-            )
-        {
+        let waiting = match state.pending.get(&tag) {
+            Some(Waiter::Reply { request: r, .. } | Waiter::Stream { request: r, .. }) => {
+                *r == request
+            }
+            _ => false,
+        };
+        if state.closed || !waiting {
             return;
         }
         let Some(flush_tag) = Self::alloc_tag(&mut state) else {
@@ -267,15 +282,16 @@ impl Inner {
         };
         let (mut reply_to, mut clunked, mut piece_to) = (None, None, None);
         match waiter {
-            Waiter::Stream(tx) => {
+            Waiter::Stream { request, tx } => {
                 if is_last_of_stream(&fcall.msg) {
                     state.free_tags.push(tag);
                 } else {
-                    state.pending.insert(tag, Waiter::Stream(tx.clone()));
+                    let tx = tx.clone();
+                    state.pending.insert(tag, Waiter::Stream { request, tx });
                 }
                 piece_to = Some(tx);
             }
-            Waiter::Reply(tx) => {
+            Waiter::Reply { tx, .. } => {
                 state.free_tags.push(tag);
                 reply_to = Some(tx);
             }
@@ -347,7 +363,7 @@ impl Inner {
         state.closed = true;
         // Dropping a stream's sender tells its reader the connection is gone.
         for (_, waiter) in state.pending.drain() {
-            if let Waiter::Reply(tx) = waiter {
+            if let Waiter::Reply { tx, .. } = waiter {
                 let _ = tx.send(Err(Error::Closed));
             }
         }
@@ -360,13 +376,14 @@ impl Inner {
 struct FlushOnDrop {
     inner: Arc<Inner>,
     tag: u16,
+    request: u64,
     armed: bool,
 }
 
 impl Drop for FlushOnDrop {
     fn drop(&mut self) {
         if self.armed {
-            self.inner.flush(self.tag);
+            self.inner.flush(self.tag, self.request);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The client's own behaviour on the wire: long walks, tokio I/O traits,
-//! Tflush when a request is dropped, and negotiating down the dialects.
+//! Tflush when a request is dropped (and only then), and negotiating down
+//! the dialects.
 
 use std::time::Duration;
 
@@ -128,10 +129,10 @@ async fn silent_reader(stream: DuplexStream, seen: tokio::sync::mpsc::UnboundedS
     }
 }
 
-#[tokio::test]
-async fn dropping_a_pending_read_sends_tflush() {
+/// A client of [`silent_reader`], and what the peer is sent.
+async fn silent_peer() -> (Client, tokio::sync::mpsc::UnboundedReceiver<Fcall>) {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
-    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, seen) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(silent_reader(theirs, tx));
     let options = Options {
         dialect: Some(Dialect::L),
@@ -140,6 +141,12 @@ async fn dropping_a_pending_read_sends_tflush() {
     let client = Client::over(Box::new(ours), options)
         .await
         .expect("connect");
+    (client, seen)
+}
+
+#[tokio::test]
+async fn dropping_a_pending_read_sends_tflush() {
+    let (client, mut seen) = silent_peer().await;
     let fsys = client.attach("glenda", "").await.expect("attach");
     let file = fsys.open("pipe", O_RDONLY).await.expect("open");
     let read = tokio::time::timeout(Duration::from_millis(200), file.read_at(0, 10)).await;
@@ -202,4 +209,60 @@ async fn negotiates_down_to_what_the_server_speaks() {
         assert_eq!(client.dialect(), expect);
         assert_eq!(client.msize(), 8192);
     }
+}
+
+#[tokio::test]
+async fn a_reply_come_and_dropped_flushes_nothing_on_its_reused_tag() {
+    let (client, mut seen) = silent_peer().await;
+    // A request is answered, but its caller never looks at the reply...
+    let mut answered = Box::pin(client.rpc(Tclunk { fid: Fid(100) }));
+    assert!(futures::poll!(answered.as_mut()).is_pending());
+    client.idle().await;
+    // ...while a request the peer never answers takes the freed tag...
+    let mut waiting = Box::pin(client.rpc(Tread {
+        fid: Fid(101),
+        offset: 0,
+        count: 10,
+    }));
+    assert!(futures::poll!(waiting.as_mut()).is_pending());
+    // ...and then the answered one is dropped: that must not flush the other.
+    drop(answered);
+    client
+        .rpc(Tclunk { fid: Fid(102) })
+        .await
+        .expect("the peer answers clunks");
+    let mut order = Vec::new();
+    while let Some(fcall) = seen.recv().await {
+        let last = matches!(&fcall.msg, Msg::Tclunk(c) if c.fid == Fid(102));
+        order.push(fcall);
+        if last {
+            break;
+        }
+    }
+    let tag_of = |want: fn(&Msg) -> bool| order.iter().find(|f| want(&f.msg)).map(|f| f.tag);
+    let clunk_tag = tag_of(|m| matches!(m, Msg::Tclunk(c) if c.fid == Fid(100)));
+    let read_tag = tag_of(|m| matches!(m, Msg::Tread(_)));
+    assert!(
+        clunk_tag.is_some() && clunk_tag == read_tag,
+        "the tag was not reused: {order:?}"
+    );
+    let flushes: Vec<_> = order
+        .iter()
+        .filter(|f| matches!(f.msg, Msg::Tflush(_)))
+        .collect();
+    assert!(flushes.is_empty(), "flushed the wrong request: {flushes:?}");
+    // Dropping the unanswered request does flush it.
+    drop(waiting);
+    let flushed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match seen.recv().await.map(|f| f.msg) {
+                Some(Msg::Tflush(f)) => return f.oldtag,
+                Some(_) => continue,
+                None => panic!("connection ended without a Tflush"),
+            }
+        }
+    })
+    .await
+    .expect("no Tflush within 5 s");
+    assert_eq!(Some(flushed), read_tag);
 }
