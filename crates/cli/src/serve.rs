@@ -55,9 +55,13 @@ pub struct LimitArgs {
     /// Most streams (docs/streams.md) per connection; 0 turns them off.
     #[arg(long, default_value_t = StreamLimits::default().streams)]
     max_streams: usize,
-    /// Most bytes of one stream held by the server at once.
-    #[arg(long, default_value_t = StreamLimits::default().window)]
-    stream_window: u32,
+    /// Most credit a read stream keeps: how far the server may read ahead
+    /// of the client (cover the link's bandwidth-delay product).
+    #[arg(long, default_value_t = StreamLimits::default().read_window)]
+    stream_read_window: u32,
+    /// Most bytes of one write stream held by the server at once.
+    #[arg(long, default_value_t = StreamLimits::default().write_window)]
+    stream_write_window: u32,
 }
 
 impl LimitArgs {
@@ -73,7 +77,8 @@ impl LimitArgs {
     pub fn stream_limits(&self) -> StreamLimits {
         StreamLimits {
             streams: self.max_streams,
-            window: self.stream_window.max(ninep_server::MIN_MSIZE),
+            read_window: self.stream_read_window.max(ninep_server::MIN_MSIZE),
+            write_window: self.stream_write_window.max(ninep_server::MIN_MSIZE),
         }
     }
 }

@@ -32,7 +32,7 @@ use ninep_wire::*;
 use crate::conn::Replies;
 use crate::error::Error;
 use crate::file::File;
-use crate::window::{Sent, Window};
+use crate::window::{Sent, StreamCredit, Window};
 
 /// How a transfer moves data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +55,8 @@ pub enum Mode {
 pub struct Transfer {
     pub mode: Mode,
     /// Most bytes in flight (and held for reassembly) at once; for a
-    /// stream, the credit granted.
+    /// stream, the most credit granted. Both start lower and grow with the
+    /// bandwidth-delay product the transfer measures.
     pub max_window: u64,
 }
 
@@ -72,7 +73,7 @@ impl Default for Transfer {
     fn default() -> Self {
         Transfer {
             mode: Mode::Auto,
-            max_window: 64 << 20,
+            max_window: 256 << 20,
         }
     }
 }
@@ -434,28 +435,26 @@ impl<'f> RangeWrite<'f> {
     }
 }
 
-/// A read stream: Tsread, then Rsread pieces as credit allows.
+/// A read stream: Tsread, then Rsread pieces as [`StreamCredit`] allows.
 struct StreamRead {
     replies: Replies,
-    window: u64,
-    /// Bytes handed out and not yet granted again.
-    ungranted: u64,
+    credit: StreamCredit,
     done: bool,
 }
 
 impl StreamRead {
-    fn start(file: &File, offset: u64, len: Option<u64>, window: u64) -> Result<Self, Error> {
-        let window = window.clamp(file.iounit() as u64, u32::MAX as u64);
+    fn start(file: &File, offset: u64, len: Option<u64>, max: u64) -> Result<Self, Error> {
+        let max = max.clamp(file.iounit() as u64, u32::MAX as u64);
+        let credit = StreamCredit::new(max, Instant::now());
         let msg = Tsread {
             fid: file.fid().fid,
             offset,
             count: len.unwrap_or(u64::MAX),
-            credit: window as u32,
+            credit: credit.window() as u32,
         };
         Ok(StreamRead {
             replies: file.fid().client().inner.start_stream(msg.into())?,
-            window,
-            ungranted: 0,
+            credit,
             done: false,
         })
     }
@@ -469,17 +468,14 @@ impl StreamRead {
             None => {
                 // Nothing left to hand out: grant what was consumed now, so
                 // that a server holding a smaller window never stalls.
-                self.grant()?;
+                self.grant(self.credit.due(true))?;
                 self.replies.next().await
             }
         };
         match reply {
             Ok(Msg::Rsread(r)) if !r.data.is_empty() => {
-                self.ungranted += r.data.len() as u64;
-                // The low water mark: half the window consumed.
-                if self.ungranted >= self.window / 2 {
-                    self.grant()?;
-                }
+                self.credit.consumed(r.data.len() as u64, Instant::now());
+                self.grant(self.credit.due(false))?;
                 Ok(Some(r.data))
             }
             other => {
@@ -492,11 +488,15 @@ impl StreamRead {
         }
     }
 
-    fn grant(&mut self) -> Result<(), Error> {
-        if self.ungranted > 0 {
-            let credit = self.ungranted as u32;
-            self.replies.send(Tscredit { credit }.into())?;
-            self.ungranted = 0;
+    fn grant(&mut self, credit: u64) -> Result<(), Error> {
+        if credit > 0 {
+            self.replies.send(
+                Tscredit {
+                    credit: credit as u32,
+                }
+                .into(),
+            )?;
+            self.credit.granted(credit, Instant::now());
         }
         Ok(())
     }

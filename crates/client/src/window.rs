@@ -10,6 +10,7 @@
 //! settles. Rates are remembered for a few round trips only, so a transfer
 //! that slows down (a slow consumer, a busy server) gets a smaller window.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Rates older than this many round trips are forgotten.
@@ -97,6 +98,83 @@ impl Window {
         let rate = self.rate_now.max(self.rate_before);
         let bdp = rate * min_rtt.as_secs_f64();
         self.bytes = ((2.0 * bdp) as u64).clamp(self.min, self.max);
+    }
+}
+
+/// The credit a read stream keeps out (docs/streams.md): it starts at
+/// [`STREAM_START`] and grows to the [`Window`] the stream measures, up to
+/// a maximum; it never shrinks. Each grant is a probe: the server cannot
+/// send a byte past what was granted before it until it has the grant, so
+/// the first piece beyond that comes a round trip or more after the grant
+/// went out.
+#[derive(Debug)]
+pub(crate) struct StreamCredit {
+    window: Window,
+    /// The credit kept out: granted and not yet consumed, plus consumed
+    /// and not yet granted again.
+    held: u64,
+    /// Bytes consumed and not yet granted again.
+    ungranted: u64,
+    granted: u64,
+    received: u64,
+    /// Grants not yet used up: the credit granted in all up to each, and
+    /// when it went. The oldest paid for the latest piece.
+    grants: VecDeque<(u64, Sent)>,
+}
+
+/// The credit a read stream starts with: enough for a 1 GB/s link with a
+/// round trip of 30 ms before anything is measured.
+pub(crate) const STREAM_START: u64 = 32 << 20;
+
+impl StreamCredit {
+    /// A stream whose Tsread, granting [`StreamCredit::window`], goes at
+    /// `now`; its credit grows up to `max`.
+    pub fn new(max: u64, now: Instant) -> StreamCredit {
+        let window = Window::new(STREAM_START.min(max), max);
+        let credit = window.bytes();
+        StreamCredit {
+            grants: VecDeque::from([(credit, window.sent(now))]),
+            window,
+            held: credit,
+            ungranted: 0,
+            granted: credit,
+            received: 0,
+        }
+    }
+
+    /// The credit to keep out.
+    pub fn window(&self) -> u64 {
+        self.window.bytes()
+    }
+
+    /// A piece of `len` bytes came at `now` and was handed out.
+    pub fn consumed(&mut self, len: u64, now: Instant) {
+        while self.grants.len() > 1 && self.grants[0].0 <= self.received {
+            self.grants.pop_front();
+        }
+        self.received += len;
+        self.ungranted += len;
+        self.window.delivered(self.grants[0].1, len, now);
+    }
+
+    /// The credit to grant now: what was consumed and what the window grew
+    /// by, once that is half the window (the low water mark), or at once
+    /// when the caller has nothing left to hand out (`idle`).
+    pub fn due(&self, idle: bool) -> u64 {
+        let due = self.ungranted + self.window.bytes().saturating_sub(self.held);
+        if idle || due >= self.window.bytes() / 2 {
+            due
+        } else {
+            0
+        }
+    }
+
+    /// `credit` (as [`StreamCredit::due`] said) was granted at `now`.
+    pub fn granted(&mut self, credit: u64, now: Instant) {
+        self.held = self.held.max(self.window.bytes());
+        self.ungranted = 0;
+        self.granted += credit;
+        self.grants.push_back((self.granted, self.window.sent(now)));
     }
 }
 
@@ -198,5 +276,93 @@ mod tests {
             ),
             8192
         );
+    }
+
+    /// Runs a read stream of `total` bytes over a link of `rate` bytes/s and
+    /// `rtt`, to a server that keeps at most `server_window` of credit and
+    /// sends `piece`-byte pieces; the client consumes each piece as it comes.
+    /// Returns the credit at the end and the rate (bytes/s) of the second
+    /// half of the transfer.
+    fn stream(rate: f64, rtt: Duration, max: u64, server_window: u64, total: u64) -> (u64, f64) {
+        let piece = 1 << 20;
+        let half = rtt / 2;
+        let start = Instant::now();
+        let mut credit = StreamCredit::new(max, start);
+        let mut server_credit = credit.window().min(server_window);
+        let mut server_free = start + half;
+        let (mut sent, mut got) = (0, 0);
+        let mut to_client: VecDeque<(Instant, u64)> = VecDeque::new();
+        let mut to_server: VecDeque<(Instant, u64)> = VecDeque::new();
+        let mut halfway = None;
+        loop {
+            let can_send = server_credit > 0 && sent < total;
+            let grant_at = to_server.front().map(|g| g.0);
+            let arrive_at = to_client.front().map(|p| p.0);
+            let earliest = [can_send.then_some(server_free), grant_at, arrive_at]
+                .into_iter()
+                .flatten()
+                .min()
+                .expect("the stream stalled");
+            if grant_at == Some(earliest) {
+                let (at, g) = to_server.pop_front().unwrap();
+                server_credit = (server_credit + g).min(server_window);
+                server_free = server_free.max(at);
+            } else if can_send && server_free == earliest {
+                let n = piece.min(server_credit).min(total - sent);
+                server_credit -= n;
+                sent += n;
+                server_free += Duration::from_secs_f64(n as f64 / rate);
+                to_client.push_back((server_free + half, n));
+            } else {
+                let (now, n) = to_client.pop_front().unwrap();
+                credit.consumed(n, now);
+                got += n;
+                if got >= total / 2 && halfway.is_none() {
+                    halfway = Some((now, got));
+                }
+                if got == total {
+                    let (then, at) = halfway.unwrap();
+                    let secs = now.duration_since(then).as_secs_f64();
+                    return (credit.window(), (got - at) as f64 / secs);
+                }
+                let idle = to_client.front().is_none_or(|p| p.0 > now);
+                for due in [credit.due(false), credit.due(idle)] {
+                    if due > 0 {
+                        credit.granted(due, now);
+                        to_server.push_back((now + half, due));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_stream_grows_its_credit_to_fill_a_long_fat_link() {
+        let (rate, rtt) = (1e9, Duration::from_millis(100));
+        let (window, got) = stream(rate, rtt, 1 << 30, 1 << 30, 4 << 30);
+        let bdp = rate * rtt.as_secs_f64();
+        assert!(
+            window as f64 >= 1.5 * bdp && window as f64 <= 3.5 * bdp,
+            "credit {window}, bandwidth-delay product {bdp}"
+        );
+        assert!(got >= 0.9 * rate, "{got} bytes/s of {rate}");
+        // The same link with the credit fixed at the start is held to it.
+        let (window, got) = stream(rate, rtt, STREAM_START, 1 << 30, 1 << 30);
+        assert_eq!(window, STREAM_START);
+        assert!(got < 0.5 * rate, "{got} bytes/s with a fixed credit");
+    }
+
+    #[test]
+    fn a_stream_on_a_short_link_keeps_its_first_credit() {
+        let (window, got) = stream(1e9, Duration::from_millis(1), 1 << 30, 1 << 30, 1 << 30);
+        assert_eq!(window, STREAM_START);
+        assert!(got >= 0.9e9, "{got} bytes/s");
+    }
+
+    #[test]
+    fn a_stream_never_stalls_on_a_server_that_caps_its_credit() {
+        // The server keeps a twentieth of what it is granted.
+        let (_, got) = stream(1e9, Duration::from_millis(10), 64 << 20, 1 << 20, 256 << 20);
+        assert!(got > 0.0);
     }
 }

@@ -44,16 +44,23 @@ impl Default for Limits {
 pub struct StreamLimits {
     /// Streams one connection may have at once; 0 turns the extension off.
     pub streams: usize,
-    /// Most bytes of one stream in the server's hands at once: the credit
-    /// honoured on a read stream, the credit granted on a write stream.
-    pub window: u32,
+    /// Most credit a read stream keeps: how far the server may read ahead
+    /// of what the client consumed. Its pieces wait for room in the reply
+    /// queue like any reply, so this bounds what the link and the client
+    /// hold, not the server's memory; it must cover the link's
+    /// bandwidth-delay product for a stream to fill the link.
+    pub read_window: u32,
+    /// Most credit granted to a write stream: the bytes of it that may be
+    /// in the server's hands at once.
+    pub write_window: u32,
 }
 
 impl Default for StreamLimits {
     fn default() -> Self {
         StreamLimits {
             streams: 16,
-            window: 64 << 20,
+            read_window: 256 << 20,
+            write_window: 64 << 20,
         }
     }
 }

@@ -9,8 +9,9 @@
 //! been flushed) finds no entry and is dropped.
 //!
 //! Memory: a read stream reads from the file only what the client's credit
-//! covers, capped at the window of [`StreamLimits`]; a write stream grants at
-//! most that window, and data beyond its grant ends it with an error.
+//! covers (capped at the read window of [`StreamLimits`]), and only as fast
+//! as the reply queue takes its pieces; a write stream grants at most the
+//! write window, and data beyond its grant ends it with an error.
 
 use std::sync::{Arc, Mutex};
 
@@ -92,9 +93,9 @@ pub(crate) enum StreamTask {
 
 /// The two ends of a new stream, if `msg` starts one.
 pub(crate) fn open(msg: &Msg, limits: &StreamLimits) -> Option<(StreamIo, StreamTask)> {
-    let window = limits.window as u64;
     match msg {
         Msg::Tsread(m) => {
+            let window = limits.read_window as u64;
             let credit = Arc::new(Credit {
                 bytes: Mutex::new((m.credit as u64).min(window)),
                 window,
@@ -112,7 +113,7 @@ pub(crate) fn open(msg: &Msg, limits: &StreamLimits) -> Option<(StreamIo, Stream
             let task = StreamTask::Write {
                 rx,
                 allowed,
-                window,
+                window: limits.write_window as u64,
             };
             Some((io, task))
         }

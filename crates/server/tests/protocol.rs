@@ -445,7 +445,11 @@ const HELLO_STREAMS: &str = "
 ";
 
 fn with_streams(streams: usize, window: u32) -> ninep_server::Server<Slow> {
-    let stream_limits = StreamLimits { streams, window };
+    let stream_limits = StreamLimits {
+        streams,
+        read_window: window,
+        write_window: window,
+    };
     ninep_server::Server::with_stream_limits(slow().0, limits(), stream_limits)
 }
 
