@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::join_all;
@@ -51,7 +52,13 @@ impl Default for Config {
 #[derive(Debug)]
 pub struct Mux {
     base: Arc<Namespace>,
+    /// When the base name space was last mended (one mend at a time).
+    mended: tokio::sync::Mutex<Option<Instant>>,
 }
+
+/// How often a broken base name space is mended at most: each try dials
+/// the servers that hung up.
+const MEND_EVERY: Duration = Duration::from_secs(1);
 
 impl Mux {
     pub fn new(config: Config) -> Mux {
@@ -59,6 +66,7 @@ impl Mux {
         let shared = Arc::new(Shared::new(upstreams, config.uname, config.n_uname));
         Mux {
             base: Arc::new(Namespace::empty(shared)),
+            mended: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -77,6 +85,25 @@ impl Mux {
     /// The base name space, as a namespace file.
     pub fn namespace(&self) -> String {
         self.base.text()
+    }
+
+    /// Mends the base name space if a server in it hung up: its entries
+    /// are applied again, so that a server that came back is mounted anew
+    /// for the clients that attach from now on. Attaches while another
+    /// mends go on with the name space as it is.
+    async fn mend(&self) {
+        if !self.base.is_broken() {
+            return;
+        }
+        let Ok(mut mended) = self.mended.try_lock() else {
+            return;
+        };
+        if !self.base.is_broken() || mended.is_some_and(|at| at.elapsed() < MEND_EVERY) {
+            return;
+        }
+        let fresh = self.base.replayed().await;
+        self.base.replace(fresh);
+        *mended = Some(Instant::now());
     }
 }
 
@@ -171,6 +198,7 @@ impl Filesystem for Mux {
     type File = Node;
 
     async fn attach(&self, _user: &User) -> Result<(Node, Qid)> {
+        self.mend().await;
         let ns = Arc::new(self.base.fork());
         let root = ns.root()?;
         let qid = root.view.qid;

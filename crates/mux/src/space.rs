@@ -168,6 +168,8 @@ pub(crate) struct Space {
     mounts: HashMap<Key, Arc<Vec<Target>>>,
     /// The entries in effect, in the order applied, with their ids.
     log: Vec<(u64, Entry, Key)>,
+    /// Entries of a replay (see [`Namespace::replayed`]) that failed.
+    left_out: Vec<Entry>,
 }
 
 /// What every name space of a mux shares.
@@ -242,6 +244,7 @@ impl Namespace {
                 dirs: HashMap::from([(ROOT, root)]),
                 mounts: HashMap::new(),
                 log: Vec::new(),
+                left_out: Vec::new(),
             }),
         }
     }
@@ -252,6 +255,49 @@ impl Namespace {
             shared: self.shared.clone(),
             space: RwLock::new(self.read().clone()),
         }
+    }
+
+    /// Whether a server mounted here has hung up, or an entry could not be
+    /// applied again when it last did.
+    pub(crate) fn is_broken(&self) -> bool {
+        let space = self.read();
+        !space.left_out.is_empty()
+            || space
+                .mounts
+                .values()
+                .flat_map(|t| t.iter())
+                .any(|t| matches!(&t.member, Member::Remote(r) if r.up.client.is_closed()))
+    }
+
+    /// A name space made by applying this one's entries (and those left
+    /// out last time) again, in order: a server that hung up is dialled
+    /// anew. An entry that fails now is left out and kept for next time.
+    pub(crate) async fn replayed(&self) -> Namespace {
+        let entries: Vec<Entry> = {
+            let space = self.read();
+            let mut entries: Vec<_> = space.log.iter().map(|(_, e, _)| e.clone()).collect();
+            entries.extend(space.left_out.iter().cloned());
+            entries
+        };
+        let fresh = Arc::new(Namespace::empty(self.shared.clone()));
+        let mut left_out = Vec::new();
+        for entry in entries {
+            if let Err(e) = fresh.apply(entry.clone()).await {
+                tracing::warn!("{entry}: {e}");
+                left_out.push(entry);
+            }
+        }
+        let mut space = fresh.read().clone();
+        space.left_out = left_out;
+        Namespace {
+            shared: self.shared.clone(),
+            space: RwLock::new(space),
+        }
+    }
+
+    /// Takes on `other`'s mounts and binds.
+    pub(crate) fn replace(&self, other: Namespace) {
+        *self.write() = other.space.into_inner().unwrap_or_else(|e| e.into_inner());
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Space> {

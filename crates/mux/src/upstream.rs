@@ -13,6 +13,10 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 /// The source number of the mux's own files (its directories and `#ns`).
 pub(crate) const LOCAL: u32 = 0;
 
+/// The longest a server may take to be dialled and to answer Tversion:
+/// mounts of one address wait for each other's dial.
+const DIAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// One mounted server's connection.
 pub(crate) struct Upstream {
     /// Names this connection in qids and mount points; never reused.
@@ -84,7 +88,10 @@ impl Upstreams {
         if let Some(up) = conns.get(addr).filter(|up| !up.client.is_closed()) {
             return Ok(up.clone());
         }
-        let client = Client::connect_with(addr, self.options.clone()).await?;
+        let dial = Client::connect_with(addr, self.options.clone());
+        let client = tokio::time::timeout(DIAL_TIMEOUT, dial)
+            .await
+            .map_err(|_| std::io::Error::from_raw_os_error(Errno::ETIMEDOUT.0 as i32))??;
         let up = Arc::new(Upstream {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             addr: addr.to_owned(),

@@ -273,7 +273,12 @@ async fn a_dead_server_fails_its_requests_and_can_be_remounted() {
     let err = fsys.stat("n/slow/hello").await.unwrap_err();
     assert_eq!(err.errno(), Errno::EIO, "{err}");
     assert_eq!(fsys.read_to_string("n/ram/f").await.unwrap(), "f");
-    // The server comes back at its address and is mounted again.
+    // A client attaching while the server is away gets the rest.
+    let meanwhile = attach(&served.addr, Dialect::L).await;
+    assert!(meanwhile.stat("n/slow/hello").await.is_err());
+    assert_eq!(meanwhile.read_to_string("n/ram/f").await.unwrap(), "f");
+    // The server comes back at its address: a client remounts it in its own
+    // name space...
     let (fs, _) = Watched::new();
     let again = serve_on(&slow_addr, fs, Limits::default()).await;
     fsys.write("#ns", format!("mount {} /n/slow\n", again.addr))
@@ -282,6 +287,29 @@ async fn a_dead_server_fails_its_requests_and_can_be_remounted() {
     assert_eq!(
         fsys.read_to_string("n/slow/hello").await.unwrap(),
         "hello\n"
+    );
+    // ...and the base name space is mended for clients attaching from now
+    // on (at most once a second, so a new attach may need to wait for it).
+    let mut tries = 0;
+    let fresh = loop {
+        let fresh = attach(&served.addr, Dialect::L).await;
+        if fresh.read_to_string("n/slow/hello").await.ok().as_deref() == Some("hello\n") {
+            break fresh;
+        }
+        tries += 1;
+        assert!(tries < 50, "no new attach saw the server again within 5 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(fresh.read_to_string("n/ram/f").await.unwrap(), "f");
+    // Its name space reads back as the base was written.
+    let text = fresh.read_to_string("#ns").await.unwrap();
+    assert!(
+        text.contains(&format!("mount {slow_addr} /n/slow")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("mount {} /n/ram", ram.addr)),
+        "{text}"
     );
 }
 

@@ -112,6 +112,7 @@ impl Errno {
     pub const EMSGSIZE: Errno = Errno(90);
     pub const EOPNOTSUPP: Errno = Errno(95);
     pub const ENOTCONN: Errno = Errno(107);
+    pub const ETIMEDOUT: Errno = Errno(110);
     pub const ESTALE: Errno = Errno(116);
 
     /// The error string a 9P2000 server sends for this errno.
