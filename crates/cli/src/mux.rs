@@ -27,6 +27,10 @@ pub struct Args {
     /// Most requests in flight to one server; more wait their turn.
     #[arg(long, default_value_t = Config::default().window)]
     window: usize,
+    /// Most bytes read ahead upstream for a file a client reads in order
+    /// (cover the upstream link's bandwidth-delay product); 0 turns it off.
+    #[arg(long, default_value_t = Config::default().read_ahead)]
+    read_ahead: u64,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -45,6 +49,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             .n_uname
             .unwrap_or_else(|| rustix::process::getuid().as_raw()),
         window: args.window,
+        read_ahead: args.read_ahead,
         ..Config::default()
     });
     mux.apply(entries)

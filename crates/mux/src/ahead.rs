@@ -9,8 +9,9 @@
 //! files with a qid version, neither append-only nor exclusive-use, are read
 //! ahead: for anything else reading early would change what the client gets.
 //!
-//! Memory: a transfer holds at most the client library's window, plus
-//! [`QUEUED`] pieces waiting to be asked for.
+//! Memory: a transfer holds at most the mux's read-ahead (the window or
+//! stream credit of the transfer), plus [`QUEUED`] pieces waiting to be
+//! asked for.
 
 use std::sync::Arc;
 
@@ -131,7 +132,10 @@ impl Ahead {
         let ordered = qid.ty.contains(QidType::APPEND)
             || qid.ty.contains(QidType::EXCL)
             || info.plan9_mode & (mode::DMAPPEND | mode::DMEXCL) != 0;
-        let known = info.mode & unix::S_IFMT == unix::S_IFREG && qid.version != 0 && !ordered;
+        let known = info.mode & unix::S_IFMT == unix::S_IFREG
+            && qid.version != 0
+            && !ordered
+            && remote.up.read_ahead > 0;
         state.eligible = Some(known);
         Ok(known)
     }
@@ -142,7 +146,11 @@ fn start(remote: Arc<Remote>, offset: u64) -> Running {
     let (tx, pieces) = mpsc::channel(QUEUED);
     let task = tokio::spawn(async move {
         let Ok(file) = remote.file() else { return };
-        let mut range = match file.read_range(offset, None, Transfer::default()).await {
+        let how = Transfer {
+            max_window: remote.up.read_ahead,
+            ..Transfer::default()
+        };
+        let mut range = match file.read_range(offset, None, how).await {
             Ok(range) => range,
             Err(e) => {
                 let _ = tx.send(Err(e)).await;

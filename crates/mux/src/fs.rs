@@ -32,6 +32,9 @@ pub struct Config {
     pub n_uname: u32,
     /// Most requests in flight to one server.
     pub window: usize,
+    /// Most bytes read ahead of a client for one open file (the window or
+    /// stream credit of its upstream transfer); 0 reads only as asked.
+    pub read_ahead: u64,
     /// How to connect to servers.
     pub client: Options,
 }
@@ -42,6 +45,7 @@ impl Default for Config {
             uname: "none".into(),
             n_uname: NONUNAME,
             window: 256,
+            read_ahead: 16 << 20,
             client: Options::default(),
         }
     }
@@ -62,7 +66,7 @@ const MEND_EVERY: Duration = Duration::from_secs(1);
 
 impl Mux {
     pub fn new(config: Config) -> Mux {
-        let upstreams = Upstreams::new(config.window, config.client);
+        let upstreams = Upstreams::new(config.window, config.read_ahead, config.client);
         let shared = Arc::new(Shared::new(upstreams, config.uname, config.n_uname));
         Mux {
             base: Arc::new(Namespace::empty(shared)),

@@ -28,6 +28,8 @@ pub(crate) struct Upstream {
     /// server holds back its own clients and no one else, and the server's
     /// tags and request limit are never exceeded.
     window: Semaphore,
+    /// Most bytes read ahead for one open file.
+    pub read_ahead: u64,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -67,15 +69,17 @@ pub(crate) struct Upstreams {
     conns: tokio::sync::Mutex<HashMap<String, Arc<Upstream>>>,
     next_id: AtomicU32,
     window: usize,
+    read_ahead: u64,
     options: Options,
 }
 
 impl Upstreams {
-    pub fn new(window: usize, options: Options) -> Upstreams {
+    pub fn new(window: usize, read_ahead: u64, options: Options) -> Upstreams {
         Upstreams {
             conns: tokio::sync::Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(LOCAL + 1),
             window: window.max(1),
+            read_ahead,
             options,
         }
     }
@@ -97,6 +101,7 @@ impl Upstreams {
             addr: addr.to_owned(),
             client,
             window: Semaphore::new(self.window),
+            read_ahead: self.read_ahead,
         });
         conns.insert(addr.to_owned(), up.clone());
         Ok(up)

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering::SeqCst;
 
 use flaky::Flaky;
 use ninep_client::{Client, Mode, Options, Transfer};
+use ninep_mux::Config;
 use ninep_server::{Limits, Server, Spawned, StreamLimits};
 use ninep_transport::Addr;
 use ninep_wire::Dialect;
@@ -24,6 +25,15 @@ use pattern::pattern;
 /// MiB take hundreds of reads) in `dialect`. The upstream offers no
 /// streams, so reading ahead shows as reads running there at once.
 async fn through_mux(
+    fs: Flaky,
+    dialect: Dialect,
+    limits: Limits,
+) -> ((Spawned, String), support::Running, ninep_client::Fsys) {
+    through_mux_with(Config::default(), fs, dialect, limits).await
+}
+
+async fn through_mux_with(
+    config: Config,
     fs: Flaky,
     dialect: Dialect,
     limits: Limits,
@@ -40,7 +50,8 @@ async fn through_mux(
         ..StreamLimits::default()
     };
     let upstream = Server::with_stream_limits(fs, limits, no_streams).spawn(listener);
-    let mux = support::serve_mux(&format!("mount -c {addr} /")).await;
+    let mux = support::mux_with(config, &format!("mount -c {addr} /")).await;
+    let mux = support::serve(mux, Limits::default()).await;
     let options = Options {
         dialect: Some(dialect),
         msize: 16 * 1024 + 24,
@@ -87,6 +98,26 @@ async fn reads_in_order_are_read_ahead_upstream() {
         let end = (offset as usize + 100).min(data.len());
         assert_eq!(&got[..], &data[offset as usize..end], "at {offset}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_read_ahead_when_it_is_turned_off() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let off = Config {
+        read_ahead: 0,
+        ..Config::default()
+    };
+    let (_upstream, _mux, fsys) = through_mux_with(off, fs, Dialect::L, Limits::default()).await;
+    let data = pattern(1 << 20);
+    let file = fsys.create("big", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, data.clone().into()).await.unwrap();
+    drop(file);
+    knobs.delay_us.store(200, SeqCst);
+    knobs.most_at_once.store(0, SeqCst);
+    let got = read_all(&fsys, "big", Mode::OneAtATime).await;
+    assert!(got == data);
+    assert_eq!(knobs.most_at_once.load(SeqCst), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

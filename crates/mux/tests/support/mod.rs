@@ -43,7 +43,12 @@ pub async fn ramfs() -> Running {
 
 /// A mux with the base name space `lines`.
 pub async fn mux(lines: &str) -> Mux {
-    let mux = Mux::new(Config::default());
+    mux_with(Config::default(), lines).await
+}
+
+/// A mux configured as `config` with the base name space `lines`.
+pub async fn mux_with(config: Config, lines: &str) -> Mux {
+    let mux = Mux::new(config);
     mux.apply(nsfile::parse(lines).unwrap()).await.unwrap();
     mux
 }
