@@ -29,7 +29,8 @@ pub struct Args {
     /// How the 9P side moves data.
     #[arg(long, value_enum, default_value_t = HowArg::Auto)]
     mode: HowArg,
-    /// Most bytes in flight: the pipelining window, or a stream's credit.
+    /// Most bytes in flight: the pipelining window, or a stream's credit;
+    /// both grow to twice the measured bandwidth-delay product up to this.
     #[arg(long, default_value_t = Transfer::default().max_window)]
     window: u64,
     /// Never draw a progress bar.
