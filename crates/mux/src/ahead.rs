@@ -1,7 +1,8 @@
 //! Reading ahead of a client that reads a regular upstream file in order.
 //!
-//! A read that starts where the last one on the same open file ended starts
-//! a transfer of the rest of the file upstream, pipelined (or streamed, where
+//! A read that starts where the last one on the same open file ended (or
+//! the first read of a client's stream) starts a transfer of the rest of
+//! the file upstream, pipelined (or streamed, where
 //! the server offers streams) by the client library, and the reads after it
 //! are answered from what that transfer brings. A client that streams a
 //! file through the mux, or just reads it in order, then moves at the
@@ -58,21 +59,22 @@ impl Drop for Running {
 }
 
 impl Ahead {
-    /// Reads up to `count` bytes at `offset` of `remote`'s open file.
+    /// Reads up to `count` bytes at `offset` of `remote`'s open file; a
+    /// read of a client's stream (`streaming`) starts reading ahead at once.
     pub async fn read(
         &self,
         remote: &Arc<Remote>,
         offset: u64,
         count: u32,
+        streaming: bool,
     ) -> Result<Bytes, Error> {
         let mut state = self.state.lock().await;
-        let in_order = state.last_end == Some(offset);
+        let in_order = state.last_end == Some(offset) && offset > 0;
         if state.running.as_ref().is_some_and(|r| r.next != offset) {
             state.running = None;
         }
         if state.running.is_none()
-            && in_order
-            && offset > 0
+            && (in_order || streaming)
             && self.eligible(&mut state, remote).await?
         {
             state.running = Some(start(remote.clone(), offset));

@@ -424,7 +424,7 @@ impl Filesystem for Mux {
         }
     }
 
-    async fn read(&self, _cx: &Cx, node: &Node, offset: u64, count: u32) -> Result<Bytes> {
+    async fn read(&self, cx: &Cx, node: &Node, offset: u64, count: u32) -> Result<Bytes> {
         if node.is_ctl() {
             let text = Bytes::from(node.ns.text());
             let start = (offset.min(text.len() as u64)) as usize;
@@ -434,7 +434,7 @@ impl Filesystem for Mux {
         let r = node.remote()?;
         let _turn = r.up.turn().await;
         r.ahead
-            .read(r, offset, count)
+            .read(r, offset, count, cx.streaming)
             .await
             .map_err(|e| r.up.error(e))
     }

@@ -101,6 +101,31 @@ async fn reads_in_order_are_read_ahead_upstream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_is_read_ahead_from_its_first_read() {
+    let fs = Flaky::new();
+    let knobs = fs.knobs.clone();
+    let (_upstream, _mux, fsys) = through_mux(fs, Dialect::L, Limits::default()).await;
+    let data = pattern(1 << 20);
+    let file = fsys.create("big", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, data.clone().into()).await.unwrap();
+    drop(file);
+    for (mode, read_ahead) in [(Mode::Streamed, true), (Mode::OneAtATime, false)] {
+        knobs.first_read.lock().unwrap().take();
+        let got = read_all(&fsys, "big", mode).await;
+        assert!(got == data, "{mode:?}: bytes differ");
+        // The client reads 16 KiB at a time; the mux's transfer reads the
+        // upstream's iounit.
+        let (offset, count) = knobs.first_read.lock().unwrap().unwrap();
+        assert_eq!(offset, 0);
+        assert_eq!(
+            count > 16 * 1024,
+            read_ahead,
+            "{mode:?}: first read of {count}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_read_ahead_when_it_is_turned_off() {
     let fs = Flaky::new();
     let knobs = fs.knobs.clone();

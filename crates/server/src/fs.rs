@@ -32,6 +32,9 @@ pub struct User {
 pub struct Cx {
     pub user: Arc<User>,
     pub dialect: Dialect,
+    /// The read is one of a stream's (docs/streams.md): more follow, each
+    /// starting where the last ended, so reading ahead is safe to start.
+    pub streaming: bool,
 }
 
 /// A time as 9P2000.L carries it.

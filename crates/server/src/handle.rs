@@ -78,6 +78,7 @@ impl<F: Filesystem> Handler<'_, F> {
         Cx {
             user: state.user.clone(),
             dialect: self.session.dialect,
+            streaming: false,
         }
     }
 

@@ -426,6 +426,7 @@ pub(crate) async fn clunk_slot<F: Filesystem>(
     let cx = crate::fs::Cx {
         user: state.user.clone(),
         dialect: Dialect::L,
+        streaming: false,
     };
     if state.excl {
         conn.shared.release_excl(state.qid.path);

@@ -21,7 +21,7 @@ use tokio::sync::{Notify, mpsc};
 
 use crate::error::{Error, Result};
 use crate::fids::FidState;
-use crate::fs::{Filesystem, can_read, can_write};
+use crate::fs::{Cx, Filesystem, can_read, can_write};
 use crate::handle::{Handler, Resolved, not_open, read, state};
 use crate::server::StreamLimits;
 
@@ -201,7 +201,10 @@ impl<F: Filesystem> Handler<'_, F> {
     ) -> Result<Msg> {
         let g = read(&r.fid).await?;
         let s = open_file(&g, can_read, "fid not open for reading")?;
-        let cx = self.cx(s);
+        let cx = Cx {
+            streaming: true,
+            ..self.cx(s)
+        };
         let piece = (self.session.msize - IOHDRSZ) as u64;
         let (mut offset, mut left) = (m.offset, m.count);
         while left > 0 {

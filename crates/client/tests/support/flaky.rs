@@ -28,6 +28,8 @@ pub struct Knobs {
     /// Microseconds each read and write takes.
     pub delay_us: AtomicU64,
     pub bytes_read: AtomicU64,
+    /// The first read asked for since this was last emptied: offset, count.
+    pub first_read: std::sync::Mutex<Option<(u64, u32)>>,
     running: AtomicU64,
     /// Most reads or writes running at once.
     pub most_at_once: AtomicU64,
@@ -108,6 +110,11 @@ impl Filesystem for Flaky {
     }
 
     async fn read(&self, cx: &Cx, file: &RamFile, offset: u64, count: u32) -> Result<Bytes> {
+        self.knobs
+            .first_read
+            .lock()
+            .unwrap()
+            .get_or_insert((offset, count));
         let _running = self.busy().await;
         let fail_at = self.knobs.fail_at.load(SeqCst);
         if offset >= fail_at {
