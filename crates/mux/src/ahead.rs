@@ -73,11 +73,27 @@ impl Ahead {
         if state.running.as_ref().is_some_and(|r| r.next != offset) {
             state.running = None;
         }
-        if state.running.is_none()
-            && (in_order || streaming)
-            && self.eligible(&mut state, remote).await?
-        {
-            state.running = Some(start(remote.clone(), offset));
+        if state.running.is_none() && (in_order || streaming) {
+            match state.eligible {
+                Some(true) => state.running = Some(start(remote.clone(), offset)),
+                Some(false) => {}
+                None => {
+                    // Whether the file may be read ahead is learnt beside a
+                    // plain read of what was asked: one round trip for both,
+                    // and the transfer starts right after it.
+                    let file = remote.file().map_err(|_| closed())?;
+                    let (eligible, data) =
+                        tokio::join!(may_read_ahead(remote), file.read_at(offset, count));
+                    let (eligible, data) = (eligible?, data?);
+                    let end = offset + data.len() as u64;
+                    state.eligible = Some(eligible);
+                    state.last_end = Some(end);
+                    if eligible && !data.is_empty() {
+                        state.running = Some(start(remote.clone(), end));
+                    }
+                    return Ok(data);
+                }
+            }
         }
         let Some(running) = state.running.as_mut() else {
             // Out of order: a plain read, without holding up other reads.
@@ -123,24 +139,21 @@ impl Ahead {
             let _ = (&mut running.task).await;
         }
     }
+}
 
-    async fn eligible(&self, state: &mut State, remote: &Remote) -> Result<bool, Error> {
-        if let Some(known) = state.eligible {
-            return Ok(known);
-        }
-        let file = remote.file().map_err(|_| closed())?;
-        let info = file.stat().await?;
-        let qid = file.qid();
-        let ordered = qid.ty.contains(QidType::APPEND)
-            || qid.ty.contains(QidType::EXCL)
-            || info.plan9_mode & (mode::DMAPPEND | mode::DMEXCL) != 0;
-        let known = info.mode & unix::S_IFMT == unix::S_IFREG
-            && qid.version != 0
-            && !ordered
-            && remote.up.read_ahead > 0;
-        state.eligible = Some(known);
-        Ok(known)
-    }
+/// Whether `remote`'s open file may be read ahead: reading early must not
+/// change what the client gets.
+async fn may_read_ahead(remote: &Remote) -> Result<bool, Error> {
+    let file = remote.file().map_err(|_| closed())?;
+    let info = file.stat().await?;
+    let qid = file.qid();
+    let ordered = qid.ty.contains(QidType::APPEND)
+        || qid.ty.contains(QidType::EXCL)
+        || info.plan9_mode & (mode::DMAPPEND | mode::DMEXCL) != 0;
+    Ok(info.mode & unix::S_IFMT == unix::S_IFREG
+        && qid.version != 0
+        && !ordered
+        && remote.up.read_ahead > 0)
 }
 
 /// Starts reading `remote`'s file from `offset` to its end.

@@ -28,8 +28,8 @@ pub struct Knobs {
     /// Microseconds each read and write takes.
     pub delay_us: AtomicU64,
     pub bytes_read: AtomicU64,
-    /// The first read asked for since this was last emptied: offset, count.
-    pub first_read: std::sync::Mutex<Option<(u64, u32)>>,
+    /// The first reads asked for (offset, count), up to [`READS_KEPT`].
+    pub reads: std::sync::Mutex<Vec<(u64, u32)>>,
     running: AtomicU64,
     /// Most reads or writes running at once.
     pub most_at_once: AtomicU64,
@@ -42,6 +42,9 @@ impl Knobs {
         Arc::new(knobs)
     }
 }
+
+/// How many reads [`Knobs::reads`] keeps.
+pub const READS_KEPT: usize = 8;
 
 #[derive(Debug, Clone)]
 pub struct Flaky {
@@ -110,11 +113,12 @@ impl Filesystem for Flaky {
     }
 
     async fn read(&self, cx: &Cx, file: &RamFile, offset: u64, count: u32) -> Result<Bytes> {
-        self.knobs
-            .first_read
-            .lock()
-            .unwrap()
-            .get_or_insert((offset, count));
+        {
+            let mut reads = self.knobs.reads.lock().unwrap();
+            if reads.len() < READS_KEPT {
+                reads.push((offset, count));
+            }
+        }
         let _running = self.busy().await;
         let fail_at = self.knobs.fail_at.load(SeqCst);
         if offset >= fail_at {
