@@ -13,13 +13,14 @@ use crate::{Dirent, Fcall, Msg, NONUNAME, Stat};
 /// Most bytes of a payload shown, as Plan 9's `dumpsome` (DUMPL).
 const DUMP_LIMIT: usize = 64;
 
-/// A string as Plan 9 prints it: bare, with control characters escaped.
+/// A string as Plan 9 prints it: bare, with control characters (and the
+/// Unicode line and paragraph separators, which end lines too) escaped.
 struct Text<'a>(&'a str);
 
 impl Display for Text<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         for c in self.0.chars() {
-            if c.is_control() {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
                 write!(f, "{}", c.escape_debug())?;
             } else {
                 f.write_char(c)?;
@@ -468,6 +469,7 @@ mod tests {
     #[test]
     fn text_escapes_control_characters() {
         assert_eq!(Text("a\nb\x1b").to_string(), "a\\nb\\u{1b}");
+        assert_eq!(Text("x\u{2028}y").to_string(), "x\\u{2028}y");
         assert_eq!(Text("naïve").to_string(), "naïve");
     }
 
