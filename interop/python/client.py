@@ -12,13 +12,15 @@ directory must hold what it held before. Prints each step, then PASS; exits
 
 aio9p 0.3.3's client gets much of 9P wrong, so part of it is worked around
 here without changing what it sends:
-  - Topen and Tcreate go out with the type byte of Twalk and Twrite (and
-    Tcreate with a size one too large), and read() returns bytes 0..17 of
-    the Rread body instead of its data: these three messages are built here
-    from its field helpers and sent through its connection's message().
-  - A reply of exactly 7 bytes (Rclunk, Rremove, Rwstat) stays in its
-    receive buffer until more bytes arrive (Py9PCommon.data_received loops
-    while msgstart < buflen - 7), so Tclunk, Tremove and Twstat are each
+  - Topen and Tcreate go out with the type byte of Twalk and Twrite (Topen
+    of fid 1 for reading is 0c000000 6e TAG 01000000 00: type 110), Tcreate
+    also with a size one larger than its bytes, and read() returns bytes
+    0..17 of the Rread body instead of its data: these three messages are
+    built here from its field helpers and sent through its connection's
+    message().
+  - A reply of exactly 7 bytes (Rclunk, Rremove, Rwstat: 07000000 79 TAG
+    for Rclunk) stays in its receive buffer until more bytes arrive
+    (Py9PCommon.data_received loops while msgstart < buflen - 7), so Tclunk, Tremove and Twstat are each
     followed by Tstat requests until their reply comes through.
   - It never clears a tag's Event once a reply has set it, so the next
     request to draw that tag from its pool returns at once and fails

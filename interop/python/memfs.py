@@ -9,10 +9,12 @@ tcp!127.0.0.1!PORT" once it does, and serves until SIGTERM. The protocol work
 codecs) is aio9p's; this file only keeps the tree.
 
 One dialect per process: aio9p 0.3.3's 9P2000.u server cannot fall back to
-9P2000 (Py9P2000u.version_u logs a variable it has not yet set, so the
-fallback raises UnboundLocalError), and it answers a Tversion for any other
-version, 9P2000.L included, with Rerror instead of Rversion "unknown" for
-the same reason.
+9P2000 (Py9P2000u.version_u logs a variable before setting it, which raises
+UnboundLocalError), and for the same reason it answers a Tversion for any
+other version, 9P2000.L included, with Rerror instead of Rversion "unknown":
+  Rerror tag 65535 ename "cannot access local variable 'srvver' where it
+  is not associated with a value" errno 255
+Our client takes that Rerror as "try another dialect".
 """
 
 import argparse
