@@ -33,7 +33,7 @@ enum Command {
     Cat(verbs::PathArgs),
     /// Print a file (as 9p(1) read).
     Read(verbs::PathArgs),
-    /// Write standard input to an existing file.
+    /// Replace the contents of an existing file with standard input.
     Write(verbs::PathArgs),
     /// Print a file's attributes.
     Stat(verbs::PathArgs),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use ninep_client::{FileInfo, Fsys};
-use ninep_wire::consts::dotl::{O_RDWR, O_WRONLY};
+use ninep_wire::consts::dotl::{O_RDWR, O_TRUNC, O_WRONLY};
 use tokio::io::AsyncReadExt;
 
 use crate::args::ServerArgs;
@@ -159,7 +159,7 @@ async fn stdin_bytes() -> Result<Bytes> {
 pub async fn write(args: PathArgs) -> Result<ExitCode> {
     let fsys = args.conn.attach().await?;
     let file = fsys
-        .open(&args.path, O_WRONLY)
+        .open(&args.path, O_WRONLY | O_TRUNC)
         .await
         .with_context(|| args.path.clone())?;
     file.write_all_at(0, stdin_bytes().await?).await?;
