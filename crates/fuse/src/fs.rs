@@ -103,12 +103,19 @@ impl Inner {
     }
 
     async fn attr_of(&self, ino: u64, fh: Option<u64>, user: u32) -> Result<FileAttr, Errno32> {
-        // An open file's own fid first (fstat), then the inode's: on servers
-        // whose fids name paths (diod), an open fid stops working when its
-        // file is renamed.
-        let by_handle = match fh.map(|fh| self.handle(fh)) {
-            Some(Ok(h)) => self.remote.attr(h.file.fid()).await.ok(),
-            _ => None,
+        // An open file's own fid first (fstat); without one, the fid of
+        // another open file on the inode rather than a walk to a fid of its
+        // own (new files keep none). Then the inode's: on servers whose fids
+        // name paths (diod), an open fid stops working when its file is
+        // renamed.
+        let handle = match fh {
+            Some(fh) => self.handle(fh).ok(),
+            None if self.nodes().fid(ino, user).is_none() => self.handle_on(ino, user),
+            None => None,
+        };
+        let by_handle = match handle {
+            Some(h) => self.remote.attr(h.file.fid()).await.ok(),
+            None => None,
         };
         let (_, mut attr) = match by_handle {
             Some(found) => found,
@@ -177,7 +184,7 @@ impl NinepFs {
                 let fresh = inner.fresh_fid(ino, user).await?;
                 let file = fresh.open(flags).await.map_err(|e| errno(&e))?;
                 let open_flags = inner.open_flags(ino, file.qid());
-                Ok::<_, Errno32>((inner.add_handle(file, open_flags), open_flags))
+                Ok::<_, Errno32>((inner.add_handle(file, ino, user, open_flags), open_flags))
             }
             .await;
             match result {
@@ -856,7 +863,7 @@ impl fuser::Filesystem for NinepFs {
                 // A new file has no capabilities: writes need not ask.
                 inner.without_caps(attr.ino, true);
                 let open_flags = inner.open_flags(attr.ino, file.qid());
-                let fh = inner.add_handle(file, open_flags);
+                let fh = inner.add_handle(file, attr.ino, user, open_flags);
                 Ok::<_, Errno32>((attr, fh, open_flags))
             }
             .await;
