@@ -99,6 +99,7 @@ impl Inner {
         let mut nodes = self.nodes();
         attr.ino = nodes.ino(qid);
         nodes.found(attr.ino, parent, name.clone(), user, fid);
+        nodes.sized(attr.ino, attr.size);
         attr
     }
 
@@ -122,6 +123,7 @@ impl Inner {
             None => self.remote.attr(&*self.fid(ino, user).await?).await?,
         };
         attr.ino = ino;
+        self.nodes().sized(ino, attr.size);
         Ok(attr)
     }
 }
@@ -502,7 +504,7 @@ impl fuser::Filesystem for NinepFs {
     fn read(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         size: u32,
@@ -519,11 +521,13 @@ impl fuser::Filesystem for NinepFs {
                 // Usually one Tread does (msize allows a MiB); the reply is
                 // then passed on without a copy. Through the page cache a
                 // short read would mean the end of the file, so the rest is
-                // asked for.
-                if h.direct || first.is_empty() || first.len() == size as usize {
+                // asked for, unless the kernel knows the file ends there:
+                // it asks for whole pages, past the end of the last one.
+                at += first.len() as u64;
+                let at_end = inner.nodes().size(ino).is_some_and(|size| at >= size);
+                if h.direct || first.is_empty() || first.len() == size as usize || at_end {
                     return Ok(first);
                 }
-                at += first.len() as u64;
                 let mut out = Vec::with_capacity(size as usize);
                 out.extend_from_slice(&first);
                 while out.len() < size as usize {
@@ -548,7 +552,7 @@ impl fuser::Filesystem for NinepFs {
     fn write(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         data: &[u8],
@@ -562,9 +566,9 @@ impl fuser::Filesystem for NinepFs {
             let result = async {
                 let file = &inner.handle(fh)?.file;
                 let len = data.len() as u32;
-                file.write_all_at(offset.max(0) as u64, data)
-                    .await
-                    .map_err(|e| errno(&e))?;
+                let at = offset.max(0) as u64;
+                file.write_all_at(at, data).await.map_err(|e| errno(&e))?;
+                inner.nodes().written(ino, at + u64::from(len));
                 Ok::<_, Errno32>(len)
             }
             .await;

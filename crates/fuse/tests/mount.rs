@@ -330,3 +330,23 @@ async fn an_open_file_answers_for_its_inode() {
     drop(file);
     drop(session);
 }
+
+/// Through the page cache the kernel reads whole pages, past the end of a
+/// file whose size it knows: one Tread answers, with no second one to find
+/// the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_file_is_read_in_one_request() {
+    let (scene, mnt, session) = mounted("read-once", Cache::Strict, Dialect::L).await;
+    let path = mnt.join("small");
+    let at = path.clone();
+    tokio::task::spawn_blocking(move || std::fs::write(&at, vec![7; 5000]).unwrap())
+        .await
+        .unwrap();
+    let before = scene.sent();
+    let data = tokio::task::spawn_blocking(move || std::fs::read(&path).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(data, vec![7; 5000]);
+    assert_eq!(more(&before, &scene.sent(), "Tread"), 1);
+    drop(session);
+}
