@@ -15,9 +15,13 @@
 //! keeps working and one whose file was replaced never reaches the new one.
 //! Device nodes and fifos are not opened unless the export allows it.
 //!
-//! Every filesystem call runs on tokio's blocking pool, so a slow disk never
-//! holds up a connection's other requests; in multi-user mode the pool
-//! thread takes on the attaching user's ids for the call (see [`users`]).
+//! Calls that move data or may wait long (reads, writes, listings, fsync,
+//! truncation, opening devices and fifos) run on tokio's blocking pool, so
+//! a slow disk never holds up a connection's other requests. Calls on names
+//! and attributes run on the thread serving the request: they take a few
+//! microseconds, and a trip through the pool costs two thread switches,
+//! several times more. Either way, in multi-user mode the thread takes on
+//! the attaching user's ids for the call (see [`users`]).
 
 mod locks;
 pub mod users;
@@ -225,7 +229,8 @@ impl Export {
         })
     }
 
-    /// Runs a filesystem call on the blocking pool as `file`'s user.
+    /// Runs a filesystem call on the blocking pool as `file`'s user: for
+    /// calls that move data or may wait long (on a disk, a fifo).
     async fn call<T: Send + 'static>(
         &self,
         creds: &Option<Arc<Creds>>,
@@ -236,6 +241,17 @@ impl Export {
         tokio::task::spawn_blocking(move || run_as(creds.as_deref(), || f(&inner))?)
             .await
             .map_err(|_| Error::from_errno(Errno::EIO))?
+    }
+
+    /// Runs a filesystem call as `file`'s user on the thread serving the
+    /// request: for calls on names and attributes, which take less time
+    /// than the two thread switches of a trip through the pool.
+    async fn call_here<T>(
+        &self,
+        creds: &Option<Arc<Creds>>,
+        f: impl FnOnce(&Inner) -> Result<T>,
+    ) -> Result<T> {
+        run_as(creds.as_deref(), || f(&self.inner))?
     }
 
     fn readonly(&self) -> Result<()> {
@@ -476,7 +492,7 @@ impl Filesystem for Export {
             creds,
         };
         let qid = self
-            .call(&file.creds, move |inner| {
+            .call_here(&file.creds, move |inner| {
                 let st = rustix::fs::fstat(&root.fd).map_err(errno)?;
                 // The user must be able to search the root.
                 rustix::fs::accessat(&root.fd, ".", rustix::fs::Access::EXEC_OK, AtFlags::EACCESS)
@@ -498,7 +514,7 @@ impl Filesystem for Export {
         let from = dir.node.clone();
         let name = name.to_string();
         let (node, qid) = self
-            .call(&dir.creds, move |inner| {
+            .call_here(&dir.creds, move |inner| {
                 let node = if name == ".." {
                     from.place().0.unwrap_or_else(|| inner.root.clone())
                 } else {
@@ -519,7 +535,7 @@ impl Filesystem for Export {
 
     async fn getattr(&self, _cx: &Cx, file: &ExportFile) -> Result<Attr> {
         let node = file.node.clone();
-        self.call(&file.creds, move |inner| {
+        self.call_here(&file.creds, move |inner| {
             let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
             let mut attr = inner.attr(&st, &node.place().1);
             attr.qid = inner.marked(&node, attr.qid);
@@ -533,7 +549,9 @@ impl Filesystem for Export {
         let node = file.node.clone();
         let io = file.io.clone();
         let set = set.clone();
-        self.call(&file.creds, move |inner| {
+        // Truncation may free many blocks on a disk.
+        let truncates = set.size.is_some();
+        let change = move |inner: &Inner| {
             let is_link = node.ty == FileType::Symlink;
             if let Some(mode) = set.mode {
                 if is_link {
@@ -622,8 +640,12 @@ impl Filesystem for Export {
                 .map_err(errno)?;
             }
             Ok(())
-        })
-        .await
+        };
+        if truncates {
+            self.call(&file.creds, change).await
+        } else {
+            self.call_here(&file.creds, change).await
+        }
     }
 
     async fn open(&self, _cx: &Cx, file: &mut ExportFile, flags: u32) -> Result<Opened> {
@@ -633,22 +655,28 @@ impl Filesystem for Export {
             self.readonly()?;
         }
         let node = file.node.clone();
-        let (fd, qid) = self
-            .call(&file.creds, move |inner| {
-                let mut o = oflags(flags);
-                if node.is_dir() {
-                    o = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-                }
-                let marks = inner.marked(&node, Qid::default()).ty;
-                if marks.contains(QidType::APPEND) {
-                    // Writes land at the end; truncation is ignored (open(5)).
-                    o = (o | OFlags::APPEND) - OFlags::TRUNC;
-                }
-                let fd = inner.reopen(&node, o)?;
-                let st = rustix::fs::fstat(&fd).map_err(errno)?;
-                Ok((fd, inner.marked(&node, inner.qid(&st))))
-            })
-            .await?;
+        // Opening a device or a fifo may wait; so may truncating.
+        let may_wait = !matches!(node.ty, FileType::RegularFile | FileType::Directory)
+            || flags & dotl::O_TRUNC != 0;
+        let open = move |inner: &Inner| {
+            let mut o = oflags(flags);
+            if node.is_dir() {
+                o = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            }
+            let marks = inner.marked(&node, Qid::default()).ty;
+            if marks.contains(QidType::APPEND) {
+                // Writes land at the end; truncation is ignored (open(5)).
+                o = (o | OFlags::APPEND) - OFlags::TRUNC;
+            }
+            let fd = inner.reopen(&node, o)?;
+            let st = rustix::fs::fstat(&fd).map_err(errno)?;
+            Ok((fd, inner.marked(&node, inner.qid(&st))))
+        };
+        let (fd, qid) = if may_wait {
+            self.call(&file.creds, open).await?
+        } else {
+            self.call_here(&file.creds, open).await?
+        };
         file.io = Some(Arc::new(fd));
         Ok(Opened { qid, iounit: 0 })
     }
@@ -666,7 +694,7 @@ impl Filesystem for Export {
         let name = not_dir_entry(name)?.to_owned();
         let parent = dir.node.clone();
         let (node, fd, qid) = self
-            .call(&dir.creds, move |inner| {
+            .call_here(&dir.creds, move |inner| {
                 let mut o = oflags(flags) | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
                 if mode & DMAPPEND != 0 {
                     o |= OFlags::APPEND;
@@ -730,7 +758,7 @@ impl Filesystem for Export {
         self.readonly()?;
         let name = not_dir_entry(name)?.to_owned();
         let parent = dir.node.clone();
-        self.call(&dir.creds, move |inner| {
+        self.call_here(&dir.creds, move |inner| {
             rustix::fs::mkdirat(
                 &parent.fd,
                 name.as_str(),
@@ -754,7 +782,7 @@ impl Filesystem for Export {
         let name = not_dir_entry(name)?.to_owned();
         let target = target.to_owned();
         let parent = dir.node.clone();
-        self.call(&dir.creds, move |inner| {
+        self.call_here(&dir.creds, move |inner| {
             rustix::fs::symlinkat(target.as_str(), &parent.fd, name.as_str()).map_err(errno)?;
             inner.qid_at(&parent, &name)
         })
@@ -779,7 +807,7 @@ impl Filesystem for Export {
             return Err(Error::with_errno(Errno::EPERM, "device nodes are not made"));
         }
         let parent = dir.node.clone();
-        self.call(&dir.creds, move |inner| {
+        self.call_here(&dir.creds, move |inner| {
             let dev = rustix::fs::makedev(major, minor);
             rustix::fs::mknodat(
                 &parent.fd,
@@ -799,7 +827,7 @@ impl Filesystem for Export {
         let name = not_dir_entry(name)?.to_owned();
         let parent = dir.node.clone();
         let node = file.node.clone();
-        self.call(&dir.creds, move |inner| {
+        self.call_here(&dir.creds, move |inner| {
             let fd = node.fd.as_raw_fd().to_string();
             rustix::fs::linkat(
                 &inner.proc_fd,
@@ -815,7 +843,7 @@ impl Filesystem for Export {
 
     async fn readlink(&self, _cx: &Cx, file: &ExportFile) -> Result<String> {
         let node = file.node.clone();
-        self.call(&file.creds, move |_| {
+        self.call_here(&file.creds, move |_| {
             let target = rustix::fs::readlinkat(&node.fd, "", Vec::new()).map_err(errno)?;
             target
                 .into_string()
@@ -914,7 +942,7 @@ impl Filesystem for Export {
     async fn remove(&self, _cx: &Cx, file: &ExportFile) -> Result<()> {
         self.readonly()?;
         let node = file.node.clone();
-        self.call(&file.creds, move |inner| {
+        self.call_here(&file.creds, move |inner| {
             let (Some(parent), name) = node.place() else {
                 return Err(Error::with_errno(Errno::EBUSY, "cannot remove the root"));
             };
@@ -933,7 +961,7 @@ impl Filesystem for Export {
         self.readonly()?;
         let name = not_dir_entry(name)?.to_owned();
         let parent = dir.node.clone();
-        self.call(&dir.creds, move |_| {
+        self.call_here(&dir.creds, move |_| {
             let at = if flags & dotl::AT_REMOVEDIR != 0 {
                 AtFlags::REMOVEDIR
             } else {
@@ -955,7 +983,7 @@ impl Filesystem for Export {
         let name = not_dir_entry(name)?.to_owned();
         let node = file.node.clone();
         let newdir = newdir.map(|d| d.node.clone());
-        self.call(&file.creds, move |inner| {
+        self.call_here(&file.creds, move |inner| {
             let (Some(parent), oldname) = node.place() else {
                 return Err(Error::with_errno(Errno::EBUSY, "cannot rename the root"));
             };
@@ -986,7 +1014,7 @@ impl Filesystem for Export {
             not_dir_entry(newname)?.to_owned(),
         );
         let (from, to) = (olddir.node.clone(), newdir.node.clone());
-        self.call(&olddir.creds, move |_| {
+        self.call_here(&olddir.creds, move |_| {
             rustix::fs::renameat(&from.fd, oldname.as_str(), &to.fd, newname.as_str())
                 .map_err(errno)
         })
@@ -995,7 +1023,7 @@ impl Filesystem for Export {
 
     async fn statfs(&self, _cx: &Cx, file: &ExportFile) -> Result<Rstatfs> {
         let node = file.node.clone();
-        self.call(&file.creds, move |_| {
+        self.call_here(&file.creds, move |_| {
             let s = rustix::fs::fstatfs(&node.fd).map_err(errno)?;
             Ok(Rstatfs {
                 ty: s.f_type as u32,
@@ -1094,7 +1122,7 @@ impl Filesystem for Export {
     async fn xattr_get(&self, _cx: &Cx, file: &ExportFile, name: &str) -> Result<Bytes> {
         let node = file.node.clone();
         let name = name.to_owned();
-        self.call(&file.creds, move |inner| {
+        self.call_here(&file.creds, move |inner| {
             if node.ty == FileType::Symlink {
                 return Err(Error::from_errno(Errno::ENODATA));
             }
@@ -1128,7 +1156,7 @@ impl Filesystem for Export {
         self.readonly()?;
         let node = file.node.clone();
         let name = name.to_owned();
-        self.call(&file.creds, move |inner| {
+        self.call_here(&file.creds, move |inner| {
             if node.ty == FileType::Symlink {
                 return Err(Error::not_supported());
             }

@@ -1,8 +1,8 @@
 //! Who a request runs as: the user database, and switching the credentials
 //! of the thread that performs a request.
 //!
-//! In multi-user mode each filesystem call runs on a blocking-pool thread
-//! whose effective uid, gid and groups are those of the attaching user, so
+//! In multi-user mode each filesystem call runs on a thread whose effective
+//! uid, gid and groups are for that call those of the attaching user, so
 //! the kernel makes the permission checks. Linux credentials are per thread
 //! at the system-call level, so switching one thread affects no other
 //! request. The real and saved uid stay 0, which is what lets the thread

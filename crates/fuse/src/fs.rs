@@ -99,22 +99,31 @@ impl Inner {
         let mut nodes = self.nodes();
         attr.ino = nodes.ino(qid);
         nodes.found(attr.ino, parent, name.clone(), user, fid);
+        nodes.sized(attr.ino, attr.size);
         attr
     }
 
     async fn attr_of(&self, ino: u64, fh: Option<u64>, user: u32) -> Result<FileAttr, Errno32> {
-        // An open file's own fid first (fstat), then the inode's: on servers
-        // whose fids name paths (diod), an open fid stops working when its
-        // file is renamed.
-        let by_handle = match fh.map(|fh| self.handle(fh)) {
-            Some(Ok(h)) => self.remote.attr(h.file.fid()).await.ok(),
-            _ => None,
+        // An open file's own fid first (fstat); without one, the fid of
+        // another open file on the inode rather than a walk to a fid of its
+        // own (new files keep none). Then the inode's: on servers whose fids
+        // name paths (diod), an open fid stops working when its file is
+        // renamed.
+        let handle = match fh {
+            Some(fh) => self.handle(fh).ok(),
+            None if self.nodes().fid(ino, user).is_none() => self.handle_on(ino, user),
+            None => None,
+        };
+        let by_handle = match handle {
+            Some(h) => self.remote.attr(h.file.fid()).await.ok(),
+            None => None,
         };
         let (_, mut attr) = match by_handle {
             Some(found) => found,
             None => self.remote.attr(&*self.fid(ino, user).await?).await?,
         };
         attr.ino = ino;
+        self.nodes().sized(ino, attr.size);
         Ok(attr)
     }
 }
@@ -177,7 +186,7 @@ impl NinepFs {
                 let fresh = inner.fresh_fid(ino, user).await?;
                 let file = fresh.open(flags).await.map_err(|e| errno(&e))?;
                 let open_flags = inner.open_flags(ino, file.qid());
-                Ok::<_, Errno32>((inner.add_handle(file, open_flags), open_flags))
+                Ok::<_, Errno32>((inner.add_handle(file, ino, user, open_flags), open_flags))
             }
             .await;
             match result {
@@ -495,7 +504,7 @@ impl fuser::Filesystem for NinepFs {
     fn read(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         size: u32,
@@ -512,11 +521,13 @@ impl fuser::Filesystem for NinepFs {
                 // Usually one Tread does (msize allows a MiB); the reply is
                 // then passed on without a copy. Through the page cache a
                 // short read would mean the end of the file, so the rest is
-                // asked for.
-                if h.direct || first.is_empty() || first.len() == size as usize {
+                // asked for, unless the kernel knows the file ends there:
+                // it asks for whole pages, past the end of the last one.
+                at += first.len() as u64;
+                let at_end = inner.nodes().size(ino).is_some_and(|size| at >= size);
+                if h.direct || first.is_empty() || first.len() == size as usize || at_end {
                     return Ok(first);
                 }
-                at += first.len() as u64;
                 let mut out = Vec::with_capacity(size as usize);
                 out.extend_from_slice(&first);
                 while out.len() < size as usize {
@@ -541,7 +552,7 @@ impl fuser::Filesystem for NinepFs {
     fn write(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         data: &[u8],
@@ -555,9 +566,9 @@ impl fuser::Filesystem for NinepFs {
             let result = async {
                 let file = &inner.handle(fh)?.file;
                 let len = data.len() as u32;
-                file.write_all_at(offset.max(0) as u64, data)
-                    .await
-                    .map_err(|e| errno(&e))?;
+                let at = offset.max(0) as u64;
+                file.write_all_at(at, data).await.map_err(|e| errno(&e))?;
+                inner.nodes().written(ino, at + u64::from(len));
                 Ok::<_, Errno32>(len)
             }
             .await;
@@ -856,7 +867,7 @@ impl fuser::Filesystem for NinepFs {
                 // A new file has no capabilities: writes need not ask.
                 inner.without_caps(attr.ino, true);
                 let open_flags = inner.open_flags(attr.ino, file.qid());
-                let fh = inner.add_handle(file, open_flags);
+                let fh = inner.add_handle(file, attr.ino, user, open_flags);
                 Ok::<_, Errno32>((attr, fh, open_flags))
             }
             .await;

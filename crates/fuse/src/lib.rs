@@ -138,6 +138,9 @@ pub fn mount(
 /// An open file or directory.
 struct Handle {
     file: File,
+    /// The inode it was opened on, and whose fids opened it.
+    ino: u64,
+    user: u32,
     /// Read and written directly (FOPEN_DIRECT_IO): a short read goes back
     /// to the reader as it is, as synthetic files mean it.
     direct: bool,
@@ -253,13 +256,24 @@ impl Inner {
         handles.get(&fh).cloned().ok_or(fail(Errno::EBADF))
     }
 
-    /// Keeps `file`, opened with FOPEN flags `open_flags`.
-    fn add_handle(&self, file: File, open_flags: u32) -> u64 {
+    /// An open file of `user`'s on `ino`, if any.
+    fn handle_on(&self, ino: u64, user: u32) -> Option<Arc<Handle>> {
+        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        handles
+            .values()
+            .find(|h| h.ino == ino && h.user == user)
+            .cloned()
+    }
+
+    /// Keeps `file`, opened on `ino` by `user` with FOPEN flags `open_flags`.
+    fn add_handle(&self, file: File, ino: u64, user: u32, open_flags: u32) -> u64 {
         let mut next = self.next_handle.lock().unwrap_or_else(|e| e.into_inner());
         let fh = *next;
         *next += 1;
         let handle = Handle {
             file,
+            ino,
+            user,
             direct: open_flags & fuser::consts::FOPEN_DIRECT_IO != 0,
             listing: tokio::sync::Mutex::new(Vec::new()),
         };

@@ -32,6 +32,8 @@ pub(crate) struct Nodes {
     ino_of: HashMap<u64, u64>,
     /// ino -> the qid.version its cached pages belong to.
     cached_version: HashMap<u64, u32>,
+    /// ino -> the size the kernel was last given or made by a write.
+    sizes: HashMap<u64, u64>,
     next_ino: u64,
 }
 
@@ -42,6 +44,7 @@ impl Nodes {
             by_place: HashMap::new(),
             ino_of: HashMap::new(),
             cached_version: HashMap::new(),
+            sizes: HashMap::new(),
             next_ino: ROOT + 1,
         };
         nodes.ino_of.insert(root.qid().path, ROOT);
@@ -158,6 +161,7 @@ impl Nodes {
                 self.place(ino, None);
                 self.by_ino.remove(&ino);
                 self.cached_version.remove(&ino);
+                self.sizes.remove(&ino);
             }
         }
     }
@@ -204,6 +208,23 @@ impl Nodes {
             }
         }
         false
+    }
+
+    /// Notes the size of `ino` in attributes given to the kernel.
+    pub fn sized(&mut self, ino: u64, size: u64) {
+        self.sizes.insert(ino, size);
+    }
+
+    /// Notes a write that ended at `end`: the kernel grows the file to it.
+    pub fn written(&mut self, ino: u64, end: u64) {
+        if let Some(size) = self.sizes.get_mut(&ino) {
+            *size = (*size).max(end);
+        }
+    }
+
+    /// The size of `ino` as the kernel knows it, if noted.
+    pub fn size(&self, ino: u64) -> Option<u64> {
+        self.sizes.get(&ino).copied()
     }
 
     /// Notes that the page cache of `ino` now holds `version`'s contents;

@@ -1,18 +1,74 @@
 //! A ninep mount used through ordinary system calls.
 
+use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use ninep_client::{Client, Options};
 use ninep_fuse::Cache;
 use ninep_server::Server;
 use ninep_servers::RamFs;
 use ninep_transport::Addr;
-use ninep_wire::Dialect;
+use ninep_wire::{Dialect, Msg};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Scene {
     base: PathBuf,
+    /// Requests the mount has sent, by name.
+    sent: Arc<Mutex<HashMap<&'static str, usize>>>,
+}
+
+impl Scene {
+    /// How many of each request the mount has sent so far.
+    fn sent(&self) -> HashMap<&'static str, usize> {
+        self.sent.lock().unwrap().clone()
+    }
+}
+
+/// How many more of request `name` `after` shows than `before`.
+fn more(before: &HashMap<&str, usize>, after: &HashMap<&str, usize>, name: &str) -> usize {
+    after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0)
+}
+
+/// Forwards each connection to `front` on to `back`, counting the requests
+/// (9P2000.L names) in `sent`.
+async fn counting_proxy(front: &Addr, back: Addr, sent: Arc<Mutex<HashMap<&'static str, usize>>>) {
+    let listener = front.listen().await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = back.dial().await.unwrap();
+            let (mut from_client, mut to_client) = tokio::io::split(client);
+            let (mut from_server, mut to_server) = tokio::io::split(server);
+            tokio::spawn(async move { tokio::io::copy(&mut from_server, &mut to_client).await });
+            let sent = sent.clone();
+            tokio::spawn(async move {
+                let mut pending = Vec::new();
+                let mut buf = vec![0; 64 * 1024];
+                loop {
+                    let n = match from_client.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    pending.extend_from_slice(&buf[..n]);
+                    // Each whole frame: size[4] type[1] ...
+                    while pending.len() >= 5 {
+                        let size = u32::from_le_bytes(pending[..4].try_into().unwrap()) as usize;
+                        if pending.len() < size {
+                            break;
+                        }
+                        let name = Msg::type_name(pending[4], Dialect::L).unwrap_or("?");
+                        *sent.lock().unwrap().entry(name).or_default() += 1;
+                        pending.drain(..size);
+                    }
+                    if to_server.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
 }
 
 impl Drop for Scene {
@@ -38,11 +94,15 @@ async fn mounted(
             .serve_listener(listener, std::future::pending())
             .await
     });
+    // The mount reaches the server through a proxy that counts requests.
+    let counted = Addr::Unix(base.join("counted"));
+    let sent = Arc::new(Mutex::new(HashMap::new()));
+    counting_proxy(&counted, addr, sent.clone()).await;
     let options = Options {
         dialect: Some(dialect),
         ..Options::default()
     };
-    let client = Client::connect_with(&addr.to_string(), options)
+    let client = Client::connect_with(&counted.to_string(), options)
         .await
         .unwrap();
     let fsys = client.attach_as("root", 0, "").await.unwrap();
@@ -57,7 +117,7 @@ async fn mounted(
         },
     )
     .expect("mount (is /dev/fuse there and fusermount3 installed?)");
-    (Scene { base }, mnt, session)
+    (Scene { base, sent }, mnt, session)
 }
 
 fn exercise(mnt: &Path, dialect: Dialect) {
@@ -244,5 +304,49 @@ async fn strict_cache_sees_changes_made_elsewhere() {
         .await
         .unwrap();
     assert_eq!(seen, "version two!");
+    drop(session);
+}
+
+/// A file just made keeps no walked fid of its own: what the kernel asks
+/// of it while it is open (fstat, attributes after a write) goes through
+/// the open file, without a walk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_file_answers_for_its_inode() {
+    let (scene, mnt, session) = mounted("fstat-open", Cache::None, Dialect::L).await;
+    let path = mnt.join("new");
+    let before = scene.sent();
+    let file = tokio::task::spawn_blocking(move || {
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(b"seven b").unwrap();
+        assert_eq!(file.metadata().unwrap().len(), 7);
+        file
+    })
+    .await
+    .unwrap();
+    let after = scene.sent();
+    // The lookup that finds no such file, and the directory's clone that
+    // Tlcreate turns into the new file.
+    assert_eq!(more(&before, &after, "Twalk"), 2);
+    drop(file);
+    drop(session);
+}
+
+/// Through the page cache the kernel reads whole pages, past the end of a
+/// file whose size it knows: one Tread answers, with no second one to find
+/// the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_file_is_read_in_one_request() {
+    let (scene, mnt, session) = mounted("read-once", Cache::Strict, Dialect::L).await;
+    let path = mnt.join("small");
+    let at = path.clone();
+    tokio::task::spawn_blocking(move || std::fs::write(&at, vec![7; 5000]).unwrap())
+        .await
+        .unwrap();
+    let before = scene.sent();
+    let data = tokio::task::spawn_blocking(move || std::fs::read(&path).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(data, vec![7; 5000]);
+    assert_eq!(more(&before, &scene.sent(), "Tread"), 1);
     drop(session);
 }
