@@ -134,27 +134,35 @@ pub fn run_as<T>(creds: Option<&Creds>, f: impl FnOnce() -> T) -> Result<T> {
     let keep = None::<Uid>;
     let keep_gid = None::<Gid>;
     let groups: Vec<Gid> = c.groups.iter().map(|&g| Gid::from_raw(g)).collect();
+    // Back to root however this ends: a switch that fails half-way, or a
+    // call that panics, leaves the thread (a runtime worker or a pool
+    // thread, serving others next) in no other user's identity.
+    let _root = Restore;
     // Groups and gid first, while still root; the uid last.
     set_thread_groups(&groups).map_err(Error::from_errno_io)?;
     set_thread_res_gid(keep_gid, Some(Gid::from_raw(c.gid)), keep_gid)
         .map_err(Error::from_errno_io)?;
     set_thread_res_uid(keep, Some(Uid::from_raw(c.uid)), keep).map_err(Error::from_errno_io)?;
-    let out = f();
-    restore();
-    Ok(out)
+    Ok(f())
 }
 
-/// Back to root: uid first, so that the rest is allowed again.
-fn restore() {
-    let results = [
-        set_thread_res_uid(None::<Uid>, Some(Uid::ROOT), None::<Uid>),
-        set_thread_res_gid(None::<Gid>, Some(Gid::ROOT), None::<Gid>),
-        set_thread_groups(&[]),
-    ];
-    if results.iter().any(Result::is_err) {
-        // A pool thread that cannot become root again must not serve
-        // another user's request with the wrong identity.
-        panic!("cannot restore root credentials on a server thread");
+/// Switches the thread back to root when dropped.
+struct Restore;
+
+impl Drop for Restore {
+    /// Back to root: uid first, so that the rest is allowed again.
+    fn drop(&mut self) {
+        let results = [
+            set_thread_res_uid(None::<Uid>, Some(Uid::ROOT), None::<Uid>),
+            set_thread_res_gid(None::<Gid>, Some(Gid::ROOT), None::<Gid>),
+            set_thread_groups(&[]),
+        ];
+        if results.iter().any(Result::is_err) {
+            // A thread that cannot become root again must not serve another
+            // user's request with the wrong identity.
+            eprintln!("ninep: cannot restore root credentials on a server thread");
+            std::process::abort();
+        }
     }
 }
 
@@ -165,5 +173,34 @@ trait FromIo {
 impl FromIo for Error {
     fn from_errno_io(e: rustix::io::Errno) -> Error {
         Error::from_errno(Errno(e.raw_os_error() as u32))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rustix::process::{getegid, geteuid};
+
+    use super::*;
+
+    #[test]
+    fn a_call_that_panics_leaves_its_thread_root() {
+        assert!(
+            geteuid().is_root(),
+            "switching a thread's ids needs root: run this test as root"
+        );
+        let nobody = Creds {
+            uid: 65534,
+            gid: 65534,
+            groups: vec![65534],
+            name: "nobody".into(),
+        };
+        let call = std::panic::catch_unwind(|| {
+            run_as(Some(&nobody), || {
+                assert_eq!(geteuid().as_raw(), 65534);
+                panic!("the call fails");
+            })
+        });
+        assert!(call.is_err());
+        assert!(geteuid().is_root() && getegid().is_root());
     }
 }
