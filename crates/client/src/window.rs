@@ -122,10 +122,11 @@ pub(crate) struct StreamCredit {
     grants: VecDeque<(u64, Sent)>,
 }
 
-/// The credit a read stream starts with, before anything is measured: what
-/// a 1 GB/s link carries in 67 ms. A smaller start costs a short transfer
-/// round trips spent growing it.
-pub(crate) const STREAM_START: u64 = 64 << 20;
+/// The credit a read stream starts with, before anything is measured: twice
+/// the bandwidth-delay product of a 1 GB/s link with a 67 ms round trip. A
+/// smaller start costs a short transfer round trips spent growing it; a
+/// reader that stops consuming holds at most this much.
+pub(crate) const STREAM_START: u64 = 128 << 20;
 
 impl StreamCredit {
     /// A stream whose Tsread, granting [`StreamCredit::window`], goes at
@@ -339,8 +340,10 @@ mod tests {
 
     #[test]
     fn a_stream_grows_its_credit_to_fill_a_long_fat_link() {
-        let (rate, rtt) = (1e9, Duration::from_millis(200));
-        let (window, got) = stream(rate, rtt, 1 << 30, 1 << 30, 8 << 30);
+        // A link whose bandwidth-delay product is three times the start.
+        let rate = 1e9;
+        let rtt = Duration::from_secs_f64(3.0 * STREAM_START as f64 / rate);
+        let (window, got) = stream(rate, rtt, 4 << 30, 4 << 30, 16 << 30);
         let bdp = rate * rtt.as_secs_f64();
         assert!(
             window as f64 >= 1.5 * bdp && window as f64 <= 3.5 * bdp,
