@@ -138,10 +138,7 @@ impl Qids {
                 next as u16
             }
             None => {
-                return Err(Error::with_errno(
-                    Errno(75), // EOVERFLOW
-                    "qid space exhausted",
-                ));
+                return Err(Error::with_errno(Errno::EOVERFLOW, "qid space exhausted"));
             }
         };
         Ok(Qid {
@@ -191,6 +188,9 @@ mod tests {
             path: u64::from(u16::MAX) << 48,
             ..Qid::default()
         };
-        assert_eq!(qids.translate(1, last).unwrap_err().errno(), Errno(75));
+        assert_eq!(
+            qids.translate(1, last).unwrap_err().errno(),
+            Errno::EOVERFLOW
+        );
     }
 }

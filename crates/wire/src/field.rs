@@ -167,6 +167,7 @@ impl Field for Name {
                 NameError::Slash => DecodeErrorKind::Slash,
                 NameError::Nul => DecodeErrorKind::Nul,
                 NameError::TooLong(n) => DecodeErrorKind::NameTooLong(n),
+                NameError::NotAnEntry => unreachable!("check admits the names a walk carries"),
             };
             DecodeError::new(kind, at)
         })?;

@@ -37,6 +37,7 @@ mod stat;
 mod text;
 
 pub mod consts;
+pub mod convert;
 
 pub use dialect::{Dialect, Protocol, STREAM_SUFFIX};
 pub use errno::Errno;

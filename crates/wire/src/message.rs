@@ -254,6 +254,77 @@ messages! {
     Tscredit = 166 in STREAMS { credit: u32 }
 }
 
+/// A request of a known reply: what a successful answer to it holds.
+pub trait Request: Into<Msg> {
+    /// The message that answers this request when it succeeds.
+    type Reply;
+
+    /// `msg` as this request's reply.
+    fn reply(msg: Msg) -> Result<Self::Reply, UnexpectedReply>;
+}
+
+/// A message of another type than the reply a request asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnexpectedReply {
+    /// The message that came.
+    pub got: &'static str,
+    /// The reply that was due.
+    pub want: &'static str,
+}
+
+impl std::fmt::Display for UnexpectedReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} where {} was due", self.got, self.want)
+    }
+}
+
+impl std::error::Error for UnexpectedReply {}
+
+/// Pairs each request with its reply. The stream extension's requests are
+/// not here: they are answered by many messages, or none.
+macro_rules! replies {
+    ($($request:ident => $reply:ident),* $(,)?) => {
+        $(
+            impl Request for $request {
+                type Reply = $reply;
+
+                fn reply(msg: Msg) -> Result<$reply, UnexpectedReply> {
+                    match msg {
+                        Msg::$reply(r) => Ok(r),
+                        other => Err(UnexpectedReply {
+                            got: other.name(),
+                            want: stringify!($reply),
+                        }),
+                    }
+                }
+            }
+        )*
+
+        impl Msg {
+            /// The type number of the reply that answers this request, for
+            /// requests answered by one message.
+            pub fn reply_type(&self) -> Option<u8> {
+                match self {
+                    $( Msg::$request(_) => Some($reply::TYPE), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+replies! {
+    Tversion => Rversion, Tauth => Rauth, Tattach => Rattach, Tflush => Rflush,
+    Twalk => Rwalk, Topen => Ropen, Tcreate => Rcreate, Tread => Rread,
+    Twrite => Rwrite, Tclunk => Rclunk, Tremove => Rremove, Tstat => Rstat,
+    Twstat => Rwstat, Tstatfs => Rstatfs, Tlopen => Rlopen, Tlcreate => Rlcreate,
+    Tsymlink => Rsymlink, Tmknod => Rmknod, Trename => Rrename, Treadlink => Rreadlink,
+    Tgetattr => Rgetattr, Tsetattr => Rsetattr, Txattrwalk => Rxattrwalk,
+    Txattrcreate => Rxattrcreate, Treaddir => Rreaddir, Tfsync => Rfsync, Tlock => Rlock,
+    Tgetlock => Rgetlock, Tlink => Rlink, Tmkdir => Rmkdir, Trenameat => Rrenameat,
+    Tunlinkat => Runlinkat,
+}
+
 impl Msg {
     /// True for requests (T-messages), false for replies.
     pub fn is_request(&self) -> bool {

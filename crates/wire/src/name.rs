@@ -26,6 +26,9 @@ pub enum NameError {
     Nul,
     /// Longer than [`MAX_NAME_LEN`] bytes.
     TooLong(usize),
+    /// Empty, `.` or `..`: valid in a walk, but never the name of a new
+    /// file or a rename's target.
+    NotAnEntry,
 }
 
 impl Name {
@@ -34,6 +37,23 @@ impl Name {
         let name = name.into();
         Self::check(&name)?;
         Ok(Name(name))
+    }
+
+    /// Checks that `name` can name a new directory entry (a file to create,
+    /// link or rename to): a valid name that is not empty, `.` or `..`.
+    pub fn entry(name: impl Into<String>) -> Result<Name, NameError> {
+        let name = Self::new(name)?;
+        name.check_entry()?;
+        Ok(name)
+    }
+
+    /// For a name already decoded: fails unless it can name a new directory
+    /// entry, as [`Name::entry`] checks.
+    pub fn check_entry(&self) -> Result<(), NameError> {
+        if self.0.is_empty() || self.is_dot_or_dotdot() {
+            return Err(NameError::NotAnEntry);
+        }
+        Ok(())
     }
 
     pub(crate) fn check(name: &str) -> Result<(), NameError> {
@@ -115,6 +135,7 @@ impl fmt::Display for NameError {
             NameError::Slash => write!(f, "name contains '/'"),
             NameError::Nul => write!(f, "name contains NUL"),
             NameError::TooLong(n) => write!(f, "name of {n} bytes is too long"),
+            NameError::NotAnEntry => write!(f, "illegal name: empty, . or .."),
         }
     }
 }
@@ -130,6 +151,11 @@ mod tests {
         assert!(Name::new("usr").is_ok());
         assert!(Name::new("").is_ok());
         assert!(Name::new("..").unwrap().is_dot_or_dotdot());
+        for reserved in ["", ".", ".."] {
+            assert_eq!(Name::entry(reserved), Err(NameError::NotAnEntry));
+        }
+        assert_eq!(Name::entry("..."), Name::new("..."));
+        assert_eq!(Name::entry("a/b"), Err(NameError::Slash));
         assert!(Name::new("日本語").is_ok());
         assert_eq!(Name::new("a/b"), Err(NameError::Slash));
         assert_eq!(Name::new("/"), Err(NameError::Slash));

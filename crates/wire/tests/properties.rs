@@ -698,6 +698,22 @@ fn every_type_of_every_dialect_has_a_strategy() {
 }
 
 #[test]
+fn every_request_but_the_stream_extension_knows_its_reply() {
+    for_every_message(Just(()), |d, f, ()| {
+        let msg = &f.msg;
+        match msg.reply_type() {
+            Some(reply) => {
+                prop_assert!(msg.is_request());
+                prop_assert_eq!(reply, msg.ty() + 1);
+                prop_assert!(Msg::type_name(reply, d).is_some_and(|n| n.starts_with('R')));
+            }
+            None => prop_assert!(!msg.is_request() || msg.is_stream_extension()),
+        }
+        Ok(())
+    });
+}
+
+#[test]
 fn encode_then_decode_is_identity() {
     for_every_message(Just(()), |d, f, ()| {
         let mut buf = BytesMut::from(&b"old"[..]);
