@@ -177,10 +177,17 @@ impl Inner {
         Ok(())
     }
 
-    /// Sends a request and waits for its reply. An error reply becomes
-    /// [`Error::Remote`]. Dropping the future flushes the request.
+    /// Sends any message and waits for the reply, whatever its type. An
+    /// error reply becomes [`Error::Remote`]. Dropping the future flushes
+    /// the request.
     pub(crate) async fn rpc(self: &Arc<Self>, msg: Msg) -> Result<Msg, Error> {
-        self.start(msg)?.await
+        self.send_request(msg, Ok)?.await
+    }
+
+    /// Sends a request and waits for its reply, as the request's own reply
+    /// type. An error reply becomes [`Error::Remote`].
+    pub(crate) async fn call<R: Request>(self: &Arc<Self>, request: R) -> Result<R::Reply, Error> {
+        self.start(request)?.await
     }
 
     /// Sends the request that starts a stream; its replies, up to the last
@@ -220,17 +227,31 @@ impl Inner {
     /// Sends a request now and returns its reply to come: many requests can
     /// be started before any is awaited. Dropping the [`Reply`] unanswered
     /// flushes the request.
-    pub(crate) fn start(self: &Arc<Self>, msg: Msg) -> Result<Reply, Error> {
+    pub(crate) fn start<R: Request>(
+        self: &Arc<Self>,
+        request: R,
+    ) -> Result<Reply<R::Reply>, Error> {
+        self.send_request(request.into(), |reply| {
+            R::reply(reply).map_err(|e| Error::protocol(e.to_string()))
+        })
+    }
+
+    /// Sends `msg`; its reply is to be turned into what the caller awaits
+    /// by `accept`.
+    fn send_request<T>(
+        self: &Arc<Self>,
+        msg: Msg,
+        accept: fn(Msg) -> Result<T, Error>,
+    ) -> Result<Reply<T>, Error> {
         let (tx, rx) = oneshot::channel();
         let (tag, request) = self.register(|request| Waiter::Reply { request, tx })?;
-        let want = msg.ty() + 1;
         if let Err(e) = self.send(&Fcall { tag, msg }) {
             self.release(tag);
             return Err(e);
         }
         Ok(Reply {
             rx,
-            want,
+            accept,
             guard: FlushOnDrop {
                 inner: self.clone(),
                 tag,
@@ -388,22 +409,22 @@ impl Drop for FlushOnDrop {
     }
 }
 
-/// The reply to a request already sent: a future of the reply message, of
-/// the type the request asked for, with error replies as [`Error::Remote`].
-pub(crate) struct Reply {
+/// The reply to a request already sent: a future of the reply, as the
+/// request's reply type, with error replies as [`Error::Remote`].
+pub(crate) struct Reply<T> {
     rx: oneshot::Receiver<Result<Msg, Error>>,
-    /// The type number of the expected reply.
-    want: u8,
+    /// Turns the reply message into what the caller awaits.
+    accept: fn(Msg) -> Result<T, Error>,
     guard: FlushOnDrop,
 }
 
-impl Future for Reply {
-    type Output = Result<Msg, Error>;
+impl<T> Future for Reply<T> {
+    type Output = Result<T, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let reply = ready!(Pin::new(&mut self.rx).poll(cx)).map_err(|_| Error::Closed);
         self.guard.armed = false;
-        Poll::Ready(check_reply(reply?, self.want))
+        Poll::Ready(remote_error(reply??).and_then(self.accept))
     }
 }
 
@@ -448,18 +469,6 @@ impl Replies {
             self.guard.armed = false;
         }
         Some(remote_error(msg))
-    }
-}
-
-/// A reply message as the answer to a request whose reply type is `want`.
-fn check_reply(reply: Result<Msg, Error>, want: u8) -> Result<Msg, Error> {
-    match remote_error(reply?)? {
-        r if r.ty() == want => Ok(r),
-        r => Err(Error::protocol(format!(
-            "{} in reply to a T-message of type {}",
-            r.name(),
-            want - 1
-        ))),
     }
 }
 
@@ -564,7 +573,13 @@ impl Client {
         self.inner.idle().await
     }
 
-    /// Sends any request and returns its reply (an error reply as an error).
+    /// Sends a request and returns its reply (an error reply as an error).
+    pub async fn call<R: Request>(&self, request: R) -> Result<R::Reply, Error> {
+        self.inner.call(request).await
+    }
+
+    /// Sends any message and returns the reply, whatever its type (an error
+    /// reply as an error): for tools that pass messages through.
     pub async fn rpc(&self, msg: impl Into<Msg>) -> Result<Msg, Error> {
         self.inner.rpc(msg.into()).await
     }
@@ -584,9 +599,8 @@ impl Client {
             aname: aname.to_owned(),
             n_uname,
         };
-        match self.inner.rpc(msg.into()).await {
-            Ok(Msg::Rattach(r)) => Ok(Fsys::new(crate::fsys::Fid::new(self.clone(), fid, r.qid))),
-            Ok(_) => unreachable!("rpc checks the reply type"),
+        match self.inner.call(msg).await {
+            Ok(r) => Ok(Fsys::new(crate::fsys::Fid::new(self.clone(), fid, r.qid))),
             Err(e) => {
                 self.inner.free_fid(fid);
                 Err(e)

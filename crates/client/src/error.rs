@@ -13,6 +13,12 @@ pub enum Error {
         errno: Errno,
         ename: String,
     },
+    /// Refused before anything was sent: a name no file can have, or an
+    /// operation the server's dialect cannot express.
+    Refused {
+        errno: Errno,
+        what: String,
+    },
     /// The connection is gone.
     Closed,
     /// The server broke the protocol (a reply of the wrong type, say).
@@ -23,6 +29,13 @@ pub enum Error {
 impl Error {
     pub(crate) fn protocol(what: impl Into<String>) -> Error {
         Error::Protocol(what.into())
+    }
+
+    pub(crate) fn refused(errno: Errno, what: impl Into<String>) -> Error {
+        Error::Refused {
+            errno,
+            what: what.into(),
+        }
     }
 
     /// True if the server refused the request (as opposed to a failure of
@@ -40,7 +53,7 @@ impl Error {
     /// string means.
     pub fn errno(&self) -> Errno {
         match self {
-            Error::Remote { errno, .. } => *errno,
+            Error::Remote { errno, .. } | Error::Refused { errno, .. } => *errno,
             Error::Closed => Errno::ENOTCONN,
             Error::Protocol(_) => Errno::EPROTO,
             Error::Io(e) => e.raw_os_error().map_or(Errno::EIO, |n| Errno(n as u32)),
@@ -52,6 +65,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Remote { ename, .. } => f.write_str(ename),
+            Error::Refused { what, .. } => f.write_str(what),
             Error::Closed => f.write_str("connection closed"),
             Error::Protocol(what) => write!(f, "protocol error: {what}"),
             Error::Io(e) => e.fmt(f),

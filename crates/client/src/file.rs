@@ -143,9 +143,7 @@ impl File {
                     offset,
                     count: self.iounit,
                 };
-                let Msg::Rreaddir(r) = client.inner.rpc(msg.into()).await? else {
-                    unreachable!("rpc checks the reply type");
-                };
+                let r = client.inner.call(msg).await?;
                 if r.data.is_empty() {
                     return Ok(entries);
                 }
@@ -183,25 +181,6 @@ impl File {
     pub async fn close(self) -> Result<(), Error> {
         self.fid.clunk().await
     }
-
-    /// Sends Tfsync (9P2000.L) or an all-"don't touch" Twstat (9P2000, .u).
-    pub async fn sync(&self) -> Result<(), Error> {
-        let client = self.fid.client();
-        let fid = self.fid.fid;
-        let msg: Msg = match client.dialect() {
-            Dialect::L => Tfsync {
-                fid,
-                datasync: Some(0),
-            }
-            .into(),
-            _ => Twstat {
-                fid,
-                stat: Stat::dont_touch(),
-            }
-            .into(),
-        };
-        client.inner.rpc(msg).await.map(drop)
-    }
 }
 
 async fn read_at(fid: &Fid, offset: u64, count: u32) -> Result<Bytes, Error> {
@@ -210,7 +189,7 @@ async fn read_at(fid: &Fid, offset: u64, count: u32) -> Result<Bytes, Error> {
         offset,
         count,
     };
-    read_reply(fid.client().inner.rpc(msg.into()).await, count)
+    read_reply(fid.client().inner.call(msg).await, count)
 }
 
 async fn write_at(fid: &Fid, offset: u64, data: Bytes) -> Result<u32, Error> {
@@ -220,25 +199,25 @@ async fn write_at(fid: &Fid, offset: u64, data: Bytes) -> Result<u32, Error> {
         offset,
         data,
     };
-    write_reply(fid.client().inner.rpc(msg.into()).await, len)
+    write_reply(fid.client().inner.call(msg).await, len)
 }
 
 /// The data of the reply to a Tread of `count` bytes.
-pub(crate) fn read_reply(reply: Result<Msg, Error>, count: u32) -> Result<Bytes, Error> {
-    match reply? {
-        Msg::Rread(r) if r.data.len() <= count as usize => Ok(r.data),
-        Msg::Rread(_) => Err(Error::protocol("Rread longer than asked")),
-        _ => unreachable!("rpc checks the reply type"),
+pub(crate) fn read_reply(reply: Result<Rread, Error>, count: u32) -> Result<Bytes, Error> {
+    let r = reply?;
+    if r.data.len() > count as usize {
+        return Err(Error::protocol("Rread longer than asked"));
     }
+    Ok(r.data)
 }
 
 /// The count of the reply to a Twrite of `len` bytes.
-pub(crate) fn write_reply(reply: Result<Msg, Error>, len: usize) -> Result<u32, Error> {
-    match reply? {
-        Msg::Rwrite(r) if r.count as usize <= len => Ok(r.count),
-        Msg::Rwrite(_) => Err(Error::protocol("Rwrite longer than asked")),
-        _ => unreachable!("rpc checks the reply type"),
+pub(crate) fn write_reply(reply: Result<Rwrite, Error>, len: usize) -> Result<u32, Error> {
+    let r = reply?;
+    if r.count as usize > len {
+        return Err(Error::protocol("Rwrite longer than asked"));
     }
+    Ok(r.count)
 }
 
 /// A handle that request futures can own: the client and fid number.
@@ -259,7 +238,7 @@ impl AsyncRead for File {
             let count = (buf.remaining() as u32).min(this.iounit);
             let offset = this.pos;
             *reading = Some(Box::pin(async move {
-                let reply = client.inner.rpc(Tread { fid, offset, count }.into()).await;
+                let reply = client.inner.call(Tread { fid, offset, count }).await;
                 read_reply(reply, count)
             }));
         }
@@ -289,7 +268,7 @@ impl AsyncWrite for File {
             let data = Bytes::copy_from_slice(&data[..n]);
             let offset = this.pos;
             *writing = Some(Box::pin(async move {
-                let reply = client.inner.rpc(Twrite { fid, offset, data }.into()).await;
+                let reply = client.inner.call(Twrite { fid, offset, data }).await;
                 write_reply(reply, n)
             }));
         }

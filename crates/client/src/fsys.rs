@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
-use ninep_wire::consts::{dotl, mode::DMDIR, open};
+use ninep_wire::consts::dotl;
 use ninep_wire::*;
 
 use crate::conn::Client;
@@ -59,8 +59,21 @@ impl Drop for Unfinished {
 pub(crate) fn split_path(path: &str) -> Result<Vec<Name>, Error> {
     path.split('/')
         .filter(|e| !e.is_empty() && *e != ".")
-        .map(|e| Name::new(e).map_err(|err| Error::protocol(format!("{e:?}: {err}"))))
+        .map(|e| Name::new(e).map_err(|err| bad_name(e, err)))
         .collect()
+}
+
+/// `name` as the name of a new directory entry: not empty, `.` or `..`.
+pub(crate) fn entry_name(name: &str) -> Result<Name, Error> {
+    Name::entry(name).map_err(|err| bad_name(name, err))
+}
+
+fn bad_name(name: &str, err: NameError) -> Error {
+    let errno = match err {
+        NameError::TooLong(_) => Errno::ENAMETOOLONG,
+        _ => Errno::EINVAL,
+    };
+    Error::refused(errno, format!("{name:?}: {err}"))
 }
 
 impl Fid {
@@ -111,18 +124,14 @@ impl Fid {
         }
         for chunk in chunks {
             let reply = inner
-                .rpc(
-                    Twalk {
-                        fid: from,
-                        newfid,
-                        wname: chunk.to_vec(),
-                    }
-                    .into(),
-                )
+                .call(Twalk {
+                    fid: from,
+                    newfid,
+                    wname: chunk.to_vec(),
+                })
                 .await;
             let wqid = match reply {
-                Ok(Msg::Rwalk(r)) => r.wqid,
-                Ok(_) => unreachable!("rpc checks the reply type"),
+                Ok(r) => r.wqid,
                 Err(e) => {
                     // Nothing was made unless an earlier chunk made newfid.
                     unfinished.armed = from == newfid;
@@ -168,9 +177,8 @@ impl Fid {
             newfid,
             wname: names.to_vec(),
         };
-        let wqid = match inner.rpc(msg.into()).await {
-            Ok(Msg::Rwalk(r)) => r.wqid,
-            Ok(_) => unreachable!("rpc checks the reply type"),
+        let wqid = match inner.call(msg).await {
+            Ok(r) => r.wqid,
             Err(e) => {
                 unfinished.armed = false;
                 inner.free_fid(newfid);
@@ -211,37 +219,18 @@ impl Fid {
     /// Opens the file with Linux open flags (`O_RDONLY`, `O_RDWR | O_TRUNC`,
     /// ...); for 9P2000 and .u they become the matching open mode.
     pub async fn open(self, flags: u32) -> Result<File, Error> {
-        let reply = match self.client.dialect() {
+        let inner = &self.client.inner;
+        let fid = self.fid;
+        let (qid, iounit) = match self.client.dialect() {
             Dialect::L => {
-                self.client
-                    .inner
-                    .rpc(
-                        Tlopen {
-                            fid: self.fid,
-                            flags,
-                        }
-                        .into(),
-                    )
-                    .await?
+                let r = inner.call(Tlopen { fid, flags }).await?;
+                (r.qid, r.iounit)
             }
             _ => {
-                let mode = plan9_mode(flags);
-                self.client
-                    .inner
-                    .rpc(
-                        Topen {
-                            fid: self.fid,
-                            mode,
-                        }
-                        .into(),
-                    )
-                    .await?
+                let mode = convert::open_mode(flags);
+                let r = inner.call(Topen { fid, mode }).await?;
+                (r.qid, r.iounit)
             }
-        };
-        let (qid, iounit) = match reply {
-            Msg::Rlopen(r) => (r.qid, r.iounit),
-            Msg::Ropen(r) => (r.qid, r.iounit),
-            _ => unreachable!("rpc checks the reply type"),
         };
         let mut fid = self;
         fid.qid = qid;
@@ -264,73 +253,37 @@ impl Fid {
         flags: u32,
         gid: u32,
     ) -> Result<File, Error> {
-        let name = Name::new(name).map_err(|e| Error::protocol(e.to_string()))?;
-        let reply = match self.client.dialect() {
+        let name = entry_name(name)?;
+        let inner = &self.client.inner;
+        let fid = self.fid;
+        let (qid, iounit) = match self.client.dialect() {
             Dialect::L => {
-                self.client
-                    .inner
-                    .rpc(
-                        Tlcreate {
-                            fid: self.fid,
-                            name,
-                            flags,
-                            mode: perm & 0o7777,
-                            gid,
-                        }
-                        .into(),
-                    )
-                    .await?
+                let mode = perm & 0o7777;
+                let msg = Tlcreate {
+                    fid,
+                    name,
+                    flags,
+                    mode,
+                    gid,
+                };
+                let r = inner.call(msg).await?;
+                (r.qid, r.iounit)
             }
             _ => {
-                self.client
-                    .inner
-                    .rpc(
-                        Tcreate {
-                            fid: self.fid,
-                            name,
-                            perm,
-                            mode: plan9_mode(flags),
-                            extension: String::new(),
-                        }
-                        .into(),
-                    )
-                    .await?
+                let msg = Tcreate {
+                    fid,
+                    name,
+                    perm,
+                    mode: convert::open_mode(flags),
+                    extension: String::new(),
+                };
+                let r = inner.call(msg).await?;
+                (r.qid, r.iounit)
             }
-        };
-        let (qid, iounit) = match reply {
-            Msg::Rlcreate(r) => (r.qid, r.iounit),
-            Msg::Rcreate(r) => (r.qid, r.iounit),
-            _ => unreachable!("rpc checks the reply type"),
         };
         let mut fid = self;
         fid.qid = qid;
         Ok(File::new(fid, iounit))
-    }
-
-    /// Makes directory `name` in this directory.
-    pub async fn mkdir(&self, name: &str, perm: u32) -> Result<Qid, Error> {
-        let name_ok = Name::new(name).map_err(|e| Error::protocol(e.to_string()))?;
-        match self.client.dialect() {
-            Dialect::L => {
-                let msg = Tmkdir {
-                    dfid: self.fid,
-                    name: name_ok,
-                    mode: perm & 0o7777,
-                    gid: NONUNAME,
-                };
-                match self.client.inner.rpc(msg.into()).await? {
-                    Msg::Rmkdir(r) => Ok(r.qid),
-                    _ => unreachable!("rpc checks the reply type"),
-                }
-            }
-            _ => {
-                let dir = self.clone_fid().await?;
-                let file = dir
-                    .create(name, DMDIR | (perm & 0o777), dotl::O_RDONLY)
-                    .await?;
-                Ok(file.qid())
-            }
-        }
     }
 
     /// The file's attributes.
@@ -342,20 +295,13 @@ impl Fid {
                     fid: self.fid,
                     request_mask: dotl::GETATTR_BASIC,
                 };
-                match self.client.inner.rpc(msg.into()).await? {
-                    Msg::Rgetattr(r) => Ok(FileInfo::from_getattr(r, self.name.clone())),
-                    _ => unreachable!("rpc checks the reply type"),
-                }
+                let r = self.client.inner.call(msg).await?;
+                Ok(FileInfo::from_getattr(r, self.name.clone()))
             }
-            _ => match self
-                .client
-                .inner
-                .rpc(Tstat { fid: self.fid }.into())
-                .await?
-            {
-                Msg::Rstat(r) => Ok(FileInfo::from_stat(r.stat, dialect)),
-                _ => unreachable!("rpc checks the reply type"),
-            },
+            _ => {
+                let r = self.client.inner.call(Tstat { fid: self.fid }).await?;
+                Ok(FileInfo::from_stat(r.stat, dialect))
+            }
         }
     }
 
@@ -371,11 +317,7 @@ impl Fid {
         if !self.live.swap(false, Ordering::Relaxed) {
             return Err(Error::protocol("fid already removed"));
         }
-        let result = self
-            .client
-            .inner
-            .rpc(Tremove { fid: self.fid }.into())
-            .await;
+        let result = self.client.inner.call(Tremove { fid: self.fid }).await;
         self.client.inner.free_fid(self.fid);
         result.map(drop)
     }
@@ -383,25 +325,10 @@ impl Fid {
     /// Clunks the fid and waits for the server to agree.
     pub async fn clunk(self) -> Result<(), Error> {
         self.live.store(false, Ordering::Relaxed);
-        let result = self.client.inner.rpc(Tclunk { fid: self.fid }.into()).await;
+        let result = self.client.inner.call(Tclunk { fid: self.fid }).await;
         self.client.inner.free_fid(self.fid);
         result.map(drop)
     }
-}
-
-/// A 9P2000 open mode for Linux open flags.
-fn plan9_mode(flags: u32) -> u8 {
-    let access = match flags & dotl::O_ACCMODE {
-        dotl::O_WRONLY => open::OWRITE,
-        dotl::O_RDWR => open::ORDWR,
-        _ => open::OREAD,
-    };
-    let trunc = if flags & dotl::O_TRUNC != 0 {
-        open::OTRUNC
-    } else {
-        0
-    };
-    access | trunc
 }
 
 /// An attached file tree, with helpers that take slash-separated paths
@@ -467,45 +394,9 @@ impl Fsys {
 
     /// Renames `path` to `newname` within its directory.
     pub async fn rename(&self, path: &str, newname: &str) -> Result<(), Error> {
-        let newname = Name::new(newname).map_err(|e| Error::protocol(e.to_string()))?;
-        let client = self.client();
-        match client.dialect() {
-            Dialect::L => {
-                let (dir, oldname) = self.parent(path).await?;
-                let oldname = Name::new(oldname).map_err(|e| Error::protocol(e.to_string()))?;
-                let msg = Trenameat {
-                    olddirfid: dir.fid,
-                    oldname: oldname.clone(),
-                    newdirfid: dir.fid,
-                    newname: newname.clone(),
-                };
-                match client.inner.rpc(msg.into()).await {
-                    // Older servers (diod) know only Trename, as Linux expects.
-                    Err(e) if e.errno() == Errno::EOPNOTSUPP => {
-                        let file = dir.walk(&[oldname]).await?;
-                        let msg = Trename {
-                            fid: file.fid,
-                            dfid: dir.fid,
-                            name: newname,
-                        };
-                        client.inner.rpc(msg.into()).await.map(drop)
-                    }
-                    other => other.map(drop),
-                }
-            }
-            _ => {
-                let fid = self.walk(path).await?;
-                let stat = Stat {
-                    name: newname.into_string(),
-                    ..Stat::dont_touch()
-                };
-                client
-                    .inner
-                    .rpc(Twstat { fid: fid.fid, stat }.into())
-                    .await
-                    .map(drop)
-            }
-        }
+        let newname = entry_name(newname)?;
+        let (dir, oldname) = self.parent(path).await?;
+        dir.rename_at(&oldname, &dir, &newname).await
     }
 
     /// The whole contents of a file.
@@ -538,11 +429,11 @@ impl Fsys {
     }
 
     /// The directory holding `path`, and the last element of `path`.
-    async fn parent(&self, path: &str) -> Result<(Fid, String), Error> {
+    async fn parent(&self, path: &str) -> Result<(Fid, Name), Error> {
         let mut names = split_path(path)?;
         let name = names
             .pop()
             .ok_or_else(|| Error::protocol("no file name in path"))?;
-        Ok((self.root.walk(&names).await?, name.into_string()))
+        Ok((self.root.walk(&names).await?, name))
     }
 }

@@ -1,7 +1,7 @@
 //! What the client reports about files, the same whatever the dialect.
 
-use ninep_wire::consts::{mode::*, unix::*};
-use ninep_wire::{Dialect, Qid, Rgetattr, Stat};
+use ninep_wire::consts::unix::*;
+use ninep_wire::{Dialect, Qid, Rgetattr, Stat, convert};
 
 /// A file's attributes, from a 9P2000/.u stat or a 9P2000.L getattr.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -37,39 +37,15 @@ impl FileInfo {
 
     /// The attributes in a 9P2000 or 9P2000.u stat.
     pub fn from_stat(s: Stat, dialect: Dialect) -> FileInfo {
-        let ty = if s.mode & DMDIR != 0 {
-            S_IFDIR
-        } else if dialect == Dialect::U && s.mode & DMSYMLINK != 0 {
-            S_IFLNK
-        } else if dialect == Dialect::U && s.mode & DMDEVICE != 0 {
-            if s.extension.starts_with('b') {
-                S_IFBLK
-            } else {
-                S_IFCHR
-            }
-        } else if dialect == Dialect::U && s.mode & DMNAMEDPIPE != 0 {
-            S_IFIFO
-        } else if dialect == Dialect::U && s.mode & DMSOCKET != 0 {
-            S_IFSOCK
-        } else {
-            S_IFREG
+        let mode = convert::unix_mode(s.mode, &s.extension, dialect);
+        let rdev = match mode & S_IFMT {
+            S_IFCHR | S_IFBLK => convert::device(&s.extension).map_or(0, |(_, rdev)| rdev),
+            _ => 0,
         };
-        let mut perm = s.mode & 0o777;
-        if dialect == Dialect::U {
-            for (dm, bit) in [
-                (DMSETUID, S_ISUID),
-                (DMSETGID, S_ISGID),
-                (DMSETVTX, S_ISVTX),
-            ] {
-                if s.mode & dm != 0 {
-                    perm |= bit;
-                }
-            }
-        }
         FileInfo {
             name: s.name,
             qid: s.qid,
-            mode: ty | perm,
+            mode,
             plan9_mode: s.mode,
             size: s.length,
             uid: s.uid,
@@ -78,7 +54,7 @@ impl FileInfo {
             n_uid: s.n_uid,
             n_gid: s.n_gid,
             nlink: 1,
-            rdev: 0,
+            rdev,
             atime: s.atime as u64,
             mtime: s.mtime as u64,
             mtime_nsec: 0,
@@ -87,10 +63,7 @@ impl FileInfo {
     }
 
     pub(crate) fn from_getattr(r: Rgetattr, name: String) -> FileInfo {
-        let mut plan9_mode = r.mode & 0o777;
-        if r.mode & S_IFMT == S_IFDIR {
-            plan9_mode |= DMDIR;
-        }
+        let plan9_mode = convert::plan9_mode(r.mode, r.qid.ty, Dialect::Base);
         FileInfo {
             name,
             qid: r.qid,

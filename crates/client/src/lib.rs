@@ -16,18 +16,22 @@
 //! Cancel safety: dropping any future of this crate is safe; the request it
 //! sent is flushed, and a fid it was creating is clunked if the server made it.
 
+mod attrs;
 mod conn;
 mod error;
 mod file;
 mod fsys;
 mod info;
+mod names;
 mod transfer;
 mod window;
 mod xattr;
 
+pub use attrs::{FsStats, SetAttr, SetTime};
 pub use conn::{Client, Options};
 pub use error::Error;
 pub use file::File;
 pub use fsys::{Fid, Fsys};
 pub use info::{DirEntry, FileInfo};
+pub use names::Node;
 pub use transfer::{Mode, RangeRead, RangeWrite, Transfer};

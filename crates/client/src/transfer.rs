@@ -276,7 +276,7 @@ impl<'f> RangeRead<'f> {
             count,
         };
         let sent = self.window.sent(Instant::now());
-        let reply = fid.client().inner.start(msg.into())?;
+        let reply = fid.client().inner.start(msg)?;
         self.inflight_bytes += count as u64;
         self.inflight.push(Box::pin(async move {
             ReadPiece {
@@ -420,7 +420,7 @@ impl<'f> RangeWrite<'f> {
             data: data.clone(),
         };
         let sent = self.window.sent(Instant::now());
-        let reply = fid.client().inner.start(msg.into())?;
+        let reply = fid.client().inner.start(msg)?;
         self.inflight_bytes += data.len() as u64;
         let len = data.len();
         self.inflight.push(Box::pin(async move {

@@ -36,7 +36,7 @@ impl Fid {
             attr_size: value.len() as u64,
             flags,
         };
-        self.client().rpc(msg).await?;
+        self.client().call(msg).await?;
         let file = File::new(fid, 0);
         if !value.is_empty() {
             file.write_all_at(0, value).await?;
@@ -58,9 +58,8 @@ impl Fid {
             newfid,
             name: name.to_owned(),
         };
-        let size = match client.rpc(msg).await {
-            Ok(Msg::Rxattrwalk(r)) => r.size,
-            Ok(_) => unreachable!("rpc checks the reply type"),
+        let size = match client.call(msg).await {
+            Ok(r) => r.size,
             Err(e) => {
                 client.inner.free_fid(newfid);
                 return Err(e);

@@ -105,7 +105,7 @@ async fn diod_file_operations() {
     file.write_all_at(0, Bytes::from(big.clone()))
         .await
         .unwrap();
-    file.sync().await.unwrap();
+    file.fsync(false).await.unwrap();
     assert_eq!(file.stat().await.unwrap().size, big.len() as u64);
     // A read in the middle, straddling no particular boundary.
     let mid = file.read_at(500_001, 4096).await.unwrap();
@@ -133,7 +133,7 @@ async fn diod_file_operations() {
     file.write_all_at(0, Bytes::from_static(b"short"))
         .await
         .unwrap();
-    file.sync().await.unwrap();
+    file.fsync(false).await.unwrap();
     file.close().await.unwrap();
     assert_eq!(fsys.stat("d/big").await.unwrap().size, 5);
     assert_eq!(fsys.read("d/big").await.unwrap(), b"short");

@@ -61,7 +61,7 @@ async fn dotl_operations_reach_the_host() {
     file.write_all_at(0, Bytes::from(vec![7u8; 200_000]))
         .await
         .unwrap();
-    file.sync().await.unwrap();
+    file.fsync(false).await.unwrap();
     assert_eq!(std::fs::read(host.join("a")).unwrap(), vec![7u8; 200_000]);
     assert_eq!(
         std::fs::metadata(host.join("a"))
