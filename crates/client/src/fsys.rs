@@ -55,12 +55,9 @@ impl Drop for Unfinished {
     }
 }
 
-/// Splits a slash-separated path into names; empty elements and `.` vanish.
-pub(crate) fn split_path(path: &str) -> Result<Vec<Name>, Error> {
-    path.split('/')
-        .filter(|e| !e.is_empty() && *e != ".")
-        .map(|e| Name::new(e).map_err(|err| bad_name(e, err)))
-        .collect()
+/// The names of a slash-separated path (see [`ninep_wire::split_path`]).
+pub(crate) fn path_names(path: &str) -> Result<Vec<Name>, Error> {
+    split_path(path).map_err(|err| bad_name(path, err))
 }
 
 /// `name` as the name of a new directory entry: not empty, `.` or `..`.
@@ -204,7 +201,7 @@ impl Fid {
 
     /// Walks a slash-separated path.
     pub async fn walk_path(&self, path: &str) -> Result<Fid, Error> {
-        let mut fid = self.walk(&split_path(path)?).await?;
+        let mut fid = self.walk(&path_names(path)?).await?;
         if let Some(last) = path.rsplit('/').find(|e| !e.is_empty() && *e != ".") {
             fid.name = last.to_owned();
         }
@@ -430,7 +427,7 @@ impl Fsys {
 
     /// The directory holding `path`, and the last element of `path`.
     async fn parent(&self, path: &str) -> Result<(Fid, Name), Error> {
-        let mut names = split_path(path)?;
+        let mut names = path_names(path)?;
         let name = names
             .pop()
             .ok_or_else(|| Error::protocol("no file name in path"))?;

@@ -43,7 +43,7 @@ pub use dialect::{Dialect, Protocol, STREAM_SUFFIX};
 pub use errno::Errno;
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use message::*;
-pub use name::{MAX_NAME_LEN, Name, NameError};
+pub use name::{MAX_NAME_LEN, Name, NameError, split_path};
 pub use qid::{Qid, QidType};
 pub use stat::{Dirent, DirentIter, Stat, StatIter};
 

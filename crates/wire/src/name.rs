@@ -84,6 +84,15 @@ impl Name {
     }
 }
 
+/// The names of a slash-separated path, empty elements and `.` dropped
+/// (`..` is kept: what it means is the walk's to decide).
+pub fn split_path(path: &str) -> Result<Vec<Name>, NameError> {
+    path.split('/')
+        .filter(|e| !e.is_empty() && *e != ".")
+        .map(Name::new)
+        .collect()
+}
+
 impl Deref for Name {
     type Target = str;
     fn deref(&self) -> &str {
@@ -156,6 +165,9 @@ mod tests {
         }
         assert_eq!(Name::entry("..."), Name::new("..."));
         assert_eq!(Name::entry("a/b"), Err(NameError::Slash));
+        let names = split_path("/a//./b/../").unwrap();
+        assert_eq!(names, ["a", "b", ".."].map(|n| Name::new(n).unwrap()));
+        assert_eq!(split_path("a/\0"), Err(NameError::Nul));
         assert!(Name::new("日本語").is_ok());
         assert_eq!(Name::new("a/b"), Err(NameError::Slash));
         assert_eq!(Name::new("/"), Err(NameError::Slash));
