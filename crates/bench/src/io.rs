@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use ninep_client::{Client, File, Fsys, Options};
 use ninep_wire::consts::dotl;
-use ninep_wire::{Dialect, Dirent, Errno, Msg, NONUNAME, Stat, Treaddir};
+use ninep_wire::{Dialect, Dirent, Errno, NONUNAME, Stat, Treaddir};
 
 use crate::rng::Rng;
 
@@ -396,10 +396,7 @@ async fn list(fsys: &Fsys, path: &str) -> Result<(Run, u32)> {
                 offset,
                 count: iounit,
             };
-            match client.rpc(msg).await? {
-                Msg::Rreaddir(r) => r.data,
-                other => bail!("{} in reply to Treaddir", other.name()),
-            }
+            client.call(msg).await?.data
         } else {
             dir.read_at(offset, iounit).await?
         };
