@@ -497,6 +497,7 @@ impl Client {
         Self::connect_with(addr, Options::default()).await
     }
 
+    /// Connects to `addr` (a dial string) with `options`.
     pub async fn connect_with(addr: &str, options: Options) -> Result<Client, Error> {
         let addr: Addr = addr.parse().map_err(|e: String| {
             Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))

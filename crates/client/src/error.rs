@@ -10,19 +10,24 @@ use ninep_wire::Errno;
 pub enum Error {
     /// The server answered with an error.
     Remote {
+        /// The errno, as the server gave it or as its error string means.
         errno: Errno,
+        /// The server's error string.
         ename: String,
     },
     /// Refused before anything was sent: a name no file can have, or an
     /// operation the server's dialect cannot express.
     Refused {
+        /// The errno Linux gives for the same refusal.
         errno: Errno,
+        /// What was refused, and why.
         what: String,
     },
     /// The connection is gone.
     Closed,
     /// The server broke the protocol (a reply of the wrong type, say).
     Protocol(String),
+    /// The connection could not be made or failed.
     Io(io::Error),
 }
 

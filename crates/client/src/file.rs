@@ -56,6 +56,7 @@ impl File {
         }
     }
 
+    /// The file's qid as the open returned it.
     pub fn qid(&self) -> Qid {
         self.fid.qid()
     }
@@ -65,10 +66,12 @@ impl File {
         self.iounit
     }
 
+    /// The open fid.
     pub fn fid(&self) -> &Fid {
         &self.fid
     }
 
+    /// The file's attributes.
     pub async fn stat(&self) -> Result<FileInfo, Error> {
         self.fid.stat().await
     }

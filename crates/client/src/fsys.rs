@@ -84,6 +84,7 @@ impl Fid {
         }
     }
 
+    /// The file's qid as the walk (or open) returned it.
     pub fn qid(&self) -> Qid {
         self.qid
     }
@@ -103,6 +104,7 @@ impl Fid {
         self.fid
     }
 
+    /// The connection the fid belongs to.
     pub fn client(&self) -> &Client {
         &self.client
     }
@@ -350,6 +352,7 @@ impl Fsys {
         self.root
     }
 
+    /// The connection the tree was attached on.
     pub fn client(&self) -> &Client {
         &self.root.client
     }
@@ -362,10 +365,12 @@ impl Fsys {
         client.idle().await;
     }
 
+    /// A fid for `path`.
     pub async fn walk(&self, path: &str) -> Result<Fid, Error> {
         self.root.walk_path(path).await
     }
 
+    /// Opens `path` with Linux open flags (see [`Fid::open`]).
     pub async fn open(&self, path: &str, flags: u32) -> Result<File, Error> {
         self.walk(path).await?.open(flags).await
     }
@@ -376,15 +381,18 @@ impl Fsys {
         dir.create(&name, perm, flags).await
     }
 
+    /// Makes directory `path` (its parent must exist).
     pub async fn mkdir(&self, path: &str, perm: u32) -> Result<Qid, Error> {
         let (dir, name) = self.parent(path).await?;
         dir.mkdir(&name, perm).await
     }
 
+    /// The attributes of `path`.
     pub async fn stat(&self, path: &str) -> Result<FileInfo, Error> {
         self.walk(path).await?.stat().await
     }
 
+    /// Removes `path`.
     pub async fn remove(&self, path: &str) -> Result<(), Error> {
         self.walk(path).await?.remove().await
     }
@@ -401,6 +409,7 @@ impl Fsys {
         self.open(path, dotl::O_RDONLY).await?.read_all().await
     }
 
+    /// The whole contents of a file, which must be UTF-8.
     pub async fn read_to_string(&self, path: &str) -> Result<String, Error> {
         String::from_utf8(self.read(path).await?).map_err(|_| Error::Remote {
             errno: Errno::EINVAL,

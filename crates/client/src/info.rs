@@ -8,29 +8,40 @@ use ninep_wire::{Dialect, Qid, Rgetattr, Stat, convert};
 pub struct FileInfo {
     /// The file's name (9P2000 and .u; for .L, the last element walked).
     pub name: String,
+    /// The file's qid.
     pub qid: Qid,
     /// Unix `st_mode`: file type and permission bits.
     pub mode: u32,
     /// Plan 9 mode bits (9P2000, .u), else derived from `mode`.
     pub plan9_mode: u32,
+    /// Length in bytes.
     pub size: u64,
-    /// Owner, group and last modifier by name (empty under 9P2000.L).
+    /// Owner's name (under 9P2000.L, the numeric id in decimal).
     pub uid: String,
+    /// Group's name (under 9P2000.L, the numeric id in decimal).
     pub gid: String,
+    /// Last modifier's name (empty under 9P2000.L).
     pub muid: String,
     /// Numeric ids (9P2000.u, .L).
     pub n_uid: u32,
+    /// Numeric group (9P2000.u, .L).
     pub n_gid: u32,
+    /// Number of hard links (1 where the dialect does not say).
     pub nlink: u64,
+    /// Device number of a device file (Linux's encoding).
     pub rdev: u64,
+    /// Last access, seconds since the epoch.
     pub atime: u64,
+    /// Last modification, seconds since the epoch.
     pub mtime: u64,
+    /// Nanoseconds of the last modification (9P2000.L).
     pub mtime_nsec: u32,
     /// 9P2000.u: symlink target or device numbers.
     pub extension: String,
 }
 
 impl FileInfo {
+    /// True for a directory.
     pub fn is_dir(&self) -> bool {
         self.mode & S_IFMT == S_IFDIR
     }
@@ -88,7 +99,9 @@ impl FileInfo {
 /// One entry of a directory listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
+    /// The entry's name.
     pub name: String,
+    /// The file's qid.
     pub qid: Qid,
     /// Full attributes where the listing carried them (9P2000, .u).
     pub info: Option<FileInfo>,

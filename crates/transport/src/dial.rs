@@ -16,7 +16,12 @@ pub const DEFAULT_PORT: u16 = 564;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Addr {
     /// `tcp!host!port`; the host `*` means every local address.
-    Tcp { host: String, port: u16 },
+    Tcp {
+        /// Host name or address.
+        host: String,
+        /// TCP port.
+        port: u16,
+    },
     /// `unix!/path`.
     Unix(PathBuf),
 }
@@ -113,7 +118,9 @@ impl Addr {
 /// A listening socket of either kind.
 #[derive(Debug)]
 pub enum Listener {
+    /// A TCP socket.
     Tcp(TcpListener),
+    /// A Unix domain socket and the path it is bound to.
     Unix(UnixListener, PathBuf),
 }
 

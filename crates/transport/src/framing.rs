@@ -24,18 +24,23 @@ pub struct FrameCodec {
 pub enum FrameError {
     /// A frame's size is larger than msize.
     Oversize {
+        /// The frame's size.
         size: u32,
+        /// The most allowed.
         msize: u32,
     },
     /// A frame's size is smaller than the 7-byte header.
     Undersize(u32),
     /// A message to send is larger than msize.
     TooLargeToSend {
+        /// The message's size.
         size: usize,
+        /// The most allowed.
         msize: u32,
     },
     /// A message to send cannot be encoded.
     Encode(EncodeError),
+    /// The connection failed.
     Io(io::Error),
 }
 
@@ -45,6 +50,7 @@ impl FrameCodec {
         FrameCodec { msize, dialect }
     }
 
+    /// The largest frame accepted.
     pub fn msize(&self) -> u32 {
         self.msize
     }
@@ -54,6 +60,7 @@ impl FrameCodec {
         self.msize = msize;
     }
 
+    /// The dialect messages are encoded in.
     pub fn dialect(&self) -> Dialect {
         self.dialect
     }

@@ -27,7 +27,9 @@ use tokio::task::JoinHandle;
 /// (as `ninep_wire::Fcall::encode_head` splits them).
 #[derive(Debug, Clone)]
 pub struct Frame {
+    /// The frame up to its payload (all of it, for messages without one).
     pub head: Bytes,
+    /// A read or write payload, written after `head` without a copy.
     pub payload: Option<Bytes>,
 }
 

@@ -1,6 +1,10 @@
 //! Protocol constants, grouped by where they appear, named as the Plan 9
 //! manual and Linux's `include/net/9p/9p.h` name them.
 
+// Each name is the manual's (or 9p.h's); a group's comment says where its
+// constants appear, and the comments below note what the name alone does not.
+#![allow(missing_docs)]
+
 /// Plan 9 mode bits: `Stat::mode`, `Tcreate::perm` (9P2000 and .u).
 pub mod mode {
     pub const DMDIR: u32 = 0x8000_0000;

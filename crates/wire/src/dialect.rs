@@ -82,7 +82,9 @@ pub const STREAM_SUFFIX: &str = ".stream";
 /// Tversion/Rversion, the stream extension, whose messages exist only then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Protocol {
+    /// The dialect.
     pub dialect: Dialect,
+    /// True if the stream extension was agreed to.
     pub streams: bool,
 }
 

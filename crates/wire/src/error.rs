@@ -23,7 +23,12 @@ pub enum DecodeErrorKind {
     /// The message's fields end before the frame does.
     TrailingBytes,
     /// The frame's `size[4]` disagrees with the number of bytes in it.
-    SizeMismatch { declared: u32, actual: usize },
+    SizeMismatch {
+        /// What `size[4]` says.
+        declared: u32,
+        /// The bytes there are.
+        actual: usize,
+    },
     /// `size[4]` is less than the 7 bytes of the header.
     Undersize(u32),
     /// No message has this type number in this dialect.

@@ -25,8 +25,13 @@ macro_rules! messages {
         }
     )*) => {
         $(
+            #[doc = concat!("`", stringify!($name), "`, message type ", $ty, ".")]
+            #[doc = ""]
             $(#[doc = $doc])*
             #[derive(Debug, Clone, PartialEq, Eq)]
+            // Fields are named as in the manual's (or Linux's 9p.h's)
+            // layout of the message, in wire order.
+            #[allow(missing_docs)]
             pub struct $name { $( pub $field: $fty, )* }
 
             impl $name {
@@ -55,7 +60,7 @@ macro_rules! messages {
         /// Any 9P message, without its tag.
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum Msg {
-            $( $(#[doc = $doc])* $name($name), )*
+            $( #[doc = concat!("`", stringify!($name), "`.")] $name($name), )*
         }
 
         impl Msg {
@@ -349,7 +354,9 @@ impl Msg {
 pub struct Header {
     /// Length of the whole message, these 7 bytes included.
     pub size: u32,
+    /// The message's type number.
     pub ty: u8,
+    /// The tag that pairs a reply with its request.
     pub tag: u16,
 }
 
@@ -375,11 +382,14 @@ impl Header {
 /// A tagged message: what travels in one frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fcall {
+    /// The tag that pairs a reply with its request.
     pub tag: u16,
+    /// The message.
     pub msg: Msg,
 }
 
 impl Fcall {
+    /// `msg` with `tag`.
     pub fn new(tag: u16, msg: impl Into<Msg>) -> Fcall {
         Fcall {
             tag,

@@ -8,8 +8,11 @@ use std::fmt;
 /// the file does (0 conventionally means "synthetic, do not cache").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Qid {
+    /// What kind of file: directory, append-only, ... ([`QidType`]).
     pub ty: QidType,
+    /// Changes when the file does; 0 for files that are never cached.
     pub version: u32,
+    /// Unique among the server's files.
     pub path: u64,
 }
 
@@ -18,16 +21,23 @@ pub struct Qid {
 pub struct QidType(pub u8);
 
 impl QidType {
+    /// Directory.
     pub const DIR: QidType = QidType(0x80);
+    /// Append-only file: every write goes to its end.
     pub const APPEND: QidType = QidType(0x40);
+    /// Exclusive-use file: open by one client at a time.
     pub const EXCL: QidType = QidType(0x20);
+    /// Mounted channel (Plan 9's kernel; not seen on the wire in practice).
     pub const MOUNT: QidType = QidType(0x10);
+    /// Authentication file, made by Tauth.
     pub const AUTH: QidType = QidType(0x08);
+    /// Temporary file, not backed up.
     pub const TMP: QidType = QidType(0x04);
     /// Symbolic link (9P2000.u and .L).
     pub const SYMLINK: QidType = QidType(0x02);
     /// Hard link (9P2000.u, Linux only).
     pub const LINK: QidType = QidType(0x01);
+    /// Plain file.
     pub const FILE: QidType = QidType(0x00);
 
     /// True if every bit of `other` is set here.
@@ -35,6 +45,7 @@ impl QidType {
         self.0 & other.0 == other.0
     }
 
+    /// True for a directory.
     pub fn is_dir(self) -> bool {
         self.contains(QidType::DIR)
     }

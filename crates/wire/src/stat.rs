@@ -17,21 +17,31 @@ pub struct Stat {
     pub ty: u16,
     /// Server subtype, for kernel use.
     pub dev: u32,
+    /// The file's qid.
     pub qid: Qid,
     /// Permission bits and `DM*` flags (see [`crate::consts::mode`]).
     pub mode: u32,
+    /// Last access, in seconds since the epoch.
     pub atime: u32,
+    /// Last modification, in seconds since the epoch.
     pub mtime: u32,
+    /// Length in bytes (0 for directories).
     pub length: u64,
     /// The last path element; `/` for a server's root.
     pub name: String,
+    /// Owner's name.
     pub uid: String,
+    /// Group's name.
     pub gid: String,
+    /// Name of the user who last modified the file.
     pub muid: String,
     /// 9P2000.u: symlink target, device numbers, and so on.
     pub extension: String,
+    /// 9P2000.u: numeric owner.
     pub n_uid: u32,
+    /// 9P2000.u: numeric group.
     pub n_gid: u32,
+    /// 9P2000.u: numeric id of the last modifier.
     pub n_muid: u32,
 }
 
@@ -203,11 +213,13 @@ impl Iterator for StatIter {
 /// A 9P2000.L directory entry: `qid[13] offset[8] type[1] name[s]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dirent {
+    /// The file's qid.
     pub qid: Qid,
     /// Resume cookie: the Treaddir offset that continues after this entry.
     pub offset: u64,
     /// Linux `d_type` (DT_DIR 4, DT_REG 8, DT_LNK 10, ...).
     pub ty: u8,
+    /// The entry's name.
     pub name: Name,
 }
 
