@@ -9,19 +9,23 @@
 //! switch back.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use ninep_server::{Error, Result};
 use ninep_wire::{Errno, NONUNAME};
+use parking_lot::Mutex;
 use rustix::process::{Gid, Uid};
 use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
 
 /// A resolved user: ids, groups and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Creds {
+    /// The user's id.
     pub uid: u32,
+    /// The user's primary group.
     pub gid: u32,
+    /// Every group the user is in, the primary one included.
     pub groups: Vec<u32>,
+    /// The user's name, or the uid in decimal if it has none.
     pub name: String,
 }
 
@@ -76,7 +80,7 @@ fn read_tables() -> Tables {
 
 impl UserDb {
     fn with<T>(&self, f: impl FnOnce(&Tables) -> T) -> T {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.cache.lock();
         f(cache.get_or_insert_with(read_tables))
     }
 
@@ -109,16 +113,19 @@ impl UserDb {
         })
     }
 
+    /// The name of user `uid`, or the uid in decimal.
     pub fn user_name(&self, uid: u32) -> String {
         self.with(|t| t.user_names.get(&uid).cloned())
             .unwrap_or_else(|| uid.to_string())
     }
 
+    /// The name of group `gid`, or the gid in decimal.
     pub fn group_name(&self, gid: u32) -> String {
         self.with(|t| t.group_names.get(&gid).cloned())
             .unwrap_or_else(|| gid.to_string())
     }
 
+    /// The id of the group called `name`, which may be a gid in decimal.
     pub fn group_id(&self, name: &str) -> Option<u32> {
         self.with(|t| t.group_ids.get(name).copied())
             .or_else(|| name.parse().ok())
