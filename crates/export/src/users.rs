@@ -134,7 +134,7 @@ impl UserDb {
 
 /// Runs `f` on this thread as `creds`, then switches back to root. With
 /// `None` (squash mode) runs `f` as the server.
-pub fn run_as<T>(creds: Option<&Creds>, f: impl FnOnce() -> T) -> Result<T> {
+pub(crate) fn run_as<T>(creds: Option<&Creds>, f: impl FnOnce() -> T) -> Result<T> {
     let Some(c) = creds else {
         return Ok(f());
     };
