@@ -53,6 +53,7 @@ impl Inner {
 }
 
 pub(crate) async fn getattr(export: &Export, file: &ExportFile) -> Result<Attr> {
+    export.inner.users.refresh().await;
     let node = file.node.clone();
     export
         .call_here(&file.creds, move |inner| {
@@ -66,6 +67,7 @@ pub(crate) async fn getattr(export: &Export, file: &ExportFile) -> Result<Attr> 
 
 pub(crate) async fn setattr(export: &Export, file: &ExportFile, set: &SetAttr) -> Result<()> {
     export.readonly()?;
+    export.inner.users.refresh().await;
     let node = file.node.clone();
     let io = file.io.clone();
     let set = set.clone();

@@ -88,6 +88,7 @@ pub(crate) async fn write(
 }
 
 pub(crate) async fn read_dir(export: &Export, cx: &Cx, dir: &ExportFile) -> Result<Vec<DirEntry>> {
+    export.inner.users.refresh().await;
     let node = dir.node.clone();
     // A 9P2000.L dirent carries only the qid and type, which the
     // directory itself gives; 9P2000 listings carry whole stats.

@@ -135,8 +135,19 @@ fn errno(e: rustix::io::Errno) -> Error {
 }
 
 impl Export {
-    /// Exports the directory at `path`.
+    /// Exports the directory at `path`, naming users and groups as the
+    /// host's /etc/passwd and /etc/group do.
     pub fn new(path: impl AsRef<Path>, options: Options) -> std::io::Result<Export> {
+        Export::with_users(path, options, UserDb::default())
+    }
+
+    /// Exports the directory at `path`, naming users and groups (and, in
+    /// multi-user mode, finding who attaches) as `users` does.
+    pub fn with_users(
+        path: impl AsRef<Path>,
+        options: Options,
+        users: UserDb,
+    ) -> std::io::Result<Export> {
         let path = path.as_ref();
         let fd = rustix::fs::open(
             path,
@@ -155,7 +166,7 @@ impl Export {
                 root,
                 proc_fd,
                 options,
-                users: UserDb::default(),
+                users,
                 locks: LockTable::default(),
                 path: path.display().to_string(),
             }),

@@ -20,6 +20,7 @@ pub(crate) async fn attach(export: &Export, user: &User) -> Result<(ExportFile, 
     if !user.aname.is_empty() && user.aname != inner.path && user.aname != "/" {
         return Err(Error::with_errno(Errno::ENOENT, "no such tree"));
     }
+    inner.users.refresh().await;
     let creds = match &inner.options.identity {
         Identity::Server => None,
         Identity::Squash(c) => Some(Arc::new(c.clone())),
