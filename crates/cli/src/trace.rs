@@ -1,10 +1,15 @@
 //! `ninep trace`: an interposing proxy that forwards bytes unchanged and
 //! prints every message in Plan 9 text form, with a timestamp, the
 //! connection, the direction and, for replies, how long the request took.
+//!
+//! Forwarding never waits on the output: a paused terminal or a slow pipe
+//! costs trace lines, which are dropped and counted, never traffic.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -44,6 +49,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         "ninep: tracing {} -> {upstream}",
         listener.local_addr().unwrap_or(listen)
     );
+    let out = Output::start()?;
     let mut next = 0;
     let shutdown = crate::shutdown_signal();
     tokio::pin!(shutdown);
@@ -55,6 +61,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         next += 1;
         let conn = next;
         let upstream = upstream.clone();
+        let out = out.clone();
         tokio::spawn(async move {
             let server = match upstream.dial().await {
                 Ok(s) => s,
@@ -63,7 +70,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                     return;
                 }
             };
-            line(&format!("c{conn} connected from {peer}"));
+            out.line(&format!("c{conn} connected from {peer}"));
             let shared = Arc::new(Mutex::new(Shared {
                 conn,
                 protocol: Dialect::Base.into(),
@@ -71,10 +78,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             }));
             let (cr, cw) = tokio::io::split(client);
             let (sr, sw) = tokio::io::split(server);
-            let up = tokio::spawn(pump(cr, sw, shared.clone(), true));
-            let down = tokio::spawn(pump(sr, cw, shared, false));
+            let up = tokio::spawn(pump(cr, sw, shared.clone(), out.clone(), true));
+            let down = tokio::spawn(pump(sr, cw, shared, out.clone(), false));
             let _ = tokio::join!(up, down);
-            line(&format!("c{conn} closed"));
+            out.line(&format!("c{conn} closed"));
         });
     }
 }
@@ -84,6 +91,7 @@ async fn pump(
     mut from: impl tokio::io::AsyncRead + Unpin,
     mut to: impl tokio::io::AsyncWrite + Unpin,
     shared: Arc<Mutex<Shared>>,
+    out: Arc<Output>,
     requests: bool,
 ) {
     let mut codec = FrameCodec::new(u32::MAX, Dialect::Base);
@@ -101,11 +109,11 @@ async fn pump(
         }
         while parsing {
             match codec.decode(&mut pending) {
-                Ok(Some(frame)) => show(&shared, frame, requests),
+                Ok(Some(frame)) => show(&shared, &out, frame, requests),
                 Ok(None) => break,
                 Err(e) => {
                     let conn = shared.lock().map(|s| s.conn).unwrap_or(0);
-                    line(&format!(
+                    out.line(&format!(
                         "c{conn} framing lost ({e}); forwarding without tracing"
                     ));
                     parsing = false;
@@ -119,7 +127,7 @@ async fn pump(
     let _ = to.shutdown().await;
 }
 
-fn show(shared: &Mutex<Shared>, frame: bytes::Bytes, request: bool) {
+fn show(shared: &Mutex<Shared>, out: &Output, frame: bytes::Bytes, request: bool) {
     let Ok(mut s) = shared.lock() else { return };
     let arrow = if request { "->" } else { "<-" };
     let len = frame.len();
@@ -146,27 +154,74 @@ fn show(shared: &Mutex<Shared>, frame: bytes::Bytes, request: bool) {
                 }
                 _ => {}
             }
-            line(&text);
+            out.line(&text);
         }
-        Err(e) => line(&format!(
+        Err(e) => out.line(&format!(
             "c{} {arrow} bad frame of {len} bytes: {e}",
             s.conn
         )),
     }
 }
 
-/// Prints one line with a wall-clock timestamp.
-fn line(text: &str) {
+/// Lines waiting for the output; beyond them lines are dropped.
+const QUEUE: usize = 4096;
+
+/// Where trace lines go: a thread of its own writes them to stdout, fed
+/// through a bounded queue. When the queue is full a line is dropped and
+/// counted, and the count goes out as a line of its own once there is room.
+struct Output {
+    queue: SyncSender<String>,
+    dropped: AtomicU64,
+}
+
+impl Output {
+    fn start() -> Result<Arc<Output>> {
+        let (queue, lines) = std::sync::mpsc::sync_channel(QUEUE);
+        std::thread::Builder::new()
+            .name("trace output".into())
+            .spawn(move || write_lines(lines))
+            .context("start the output thread")?;
+        Ok(Arc::new(Output {
+            queue,
+            dropped: AtomicU64::new(0),
+        }))
+    }
+
+    /// Queues one line with a wall-clock timestamp, or counts it dropped.
+    fn line(&self, text: &str) {
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            let notice = format!("{dropped} lines dropped: the output fell behind");
+            if self.queue.try_send(stamped(&notice)).is_err() {
+                self.dropped.fetch_add(dropped + 1, Ordering::Relaxed);
+                return;
+            }
+        }
+        if self.queue.try_send(stamped(text)).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Writes lines as they come, flushing whenever none are waiting. A line
+/// that cannot be written (stdout closed) is lost like a dropped one.
+fn write_lines(lines: Receiver<String>) {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    while let Ok(line) = lines.recv() {
+        let _ = writeln!(out, "{line}");
+        for line in lines.try_iter() {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = out.flush();
+    }
+}
+
+/// `text` after the wall-clock time.
+fn stamped(text: &str) -> String {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let secs = now.as_secs();
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "{h:02}:{m:02}:{s:02}.{:06} {text}",
-        now.subsec_micros()
-    );
-    let _ = out.flush();
+    format!("{h:02}:{m:02}:{s:02}.{:06} {text}", now.subsec_micros())
 }

@@ -1,13 +1,17 @@
 //! POSIX record locks among the clients of one export, as 9P2000.L Tlock and
 //! Tgetlock ask for them: byte ranges, read and write locks, owned by a
-//! client and a process on it, with fcntl's conflict rules.
+//! client and a process on it, with fcntl's conflict rules. They are kept
+//! by the export, not taken on the host.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use ninep_wire::consts::dotl::{
     LOCK_BLOCKED, LOCK_SUCCESS, LOCK_TYPE_RDLCK, LOCK_TYPE_UNLCK, LOCK_TYPE_WRLCK,
 };
+use ninep_wire::{Rgetlock, Tgetlock, Tlock};
+use parking_lot::Mutex;
+
+use crate::{Export, ExportFile};
 
 /// Who holds a lock: the client's id string and the process on it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -47,7 +51,7 @@ fn overlaps(a: &Lock, start: u64, end: u64) -> bool {
 impl LockTable {
     /// Takes, changes or releases a lock; the Rlock status.
     pub fn lock(&self, file: (u64, u64), owner: Owner, ty: u8, start: u64, end: u64) -> u8 {
-        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let mut files = self.files.lock();
         let locks = files.entry(file).or_default();
         if ty != LOCK_TYPE_UNLCK
             && conflict(locks, &owner, ty == LOCK_TYPE_WRLCK, start, end).is_some()
@@ -95,7 +99,7 @@ impl LockTable {
         start: u64,
         end: u64,
     ) -> Option<Lock> {
-        let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let files = self.files.lock();
         files
             .get(&file)
             .and_then(|locks| conflict(locks, owner, write, start, end).cloned())
@@ -112,6 +116,63 @@ fn conflict<'a>(
     locks
         .iter()
         .find(|l| l.owner != *owner && overlaps(l, start, end) && (write || l.write))
+}
+
+/// Tlock on `file`: the Rlock status.
+pub(crate) fn lock(export: &Export, file: &ExportFile, lock: &Tlock) -> u8 {
+    let owner = Owner {
+        client: lock.client_id.clone(),
+        proc_id: lock.proc_id,
+    };
+    let end = end_of(lock.start, lock.length);
+    export.inner.locks.lock(
+        (file.node.dev, file.node.ino),
+        owner,
+        lock.ty,
+        lock.start,
+        end,
+    )
+}
+
+/// Tgetlock on `file`: the first lock in the way, or the lock asked about
+/// with type UNLCK if none is.
+pub(crate) fn getlock(export: &Export, file: &ExportFile, lock: &Tgetlock) -> Rgetlock {
+    let owner = Owner {
+        client: lock.client_id.clone(),
+        proc_id: lock.proc_id,
+    };
+    let write = lock.ty == LOCK_TYPE_WRLCK;
+    let end = end_of(lock.start, lock.length);
+    match export.inner.locks.test(
+        (file.node.dev, file.node.ino),
+        &owner,
+        write,
+        lock.start,
+        end,
+    ) {
+        Some(held) => Rgetlock {
+            ty: if held.write {
+                LOCK_TYPE_WRLCK
+            } else {
+                LOCK_TYPE_RDLCK
+            },
+            start: held.start,
+            length: if held.end == u64::MAX {
+                0
+            } else {
+                held.end - held.start
+            },
+            proc_id: held.owner.proc_id,
+            client_id: held.owner.client,
+        },
+        None => Rgetlock {
+            ty: LOCK_TYPE_UNLCK,
+            start: lock.start,
+            length: lock.length,
+            proc_id: lock.proc_id,
+            client_id: lock.client_id.clone(),
+        },
+    }
 }
 
 #[cfg(test)]

@@ -7,29 +7,82 @@
 //! at the system-call level, so switching one thread affects no other
 //! request. The real and saved uid stay 0, which is what lets the thread
 //! switch back.
+//!
+//! The database (/etc/passwd and /etc/group) is read on tokio's blocking
+//! pool, not on a thread that serves requests, and read again when either
+//! file has changed: a server looks at them at most once a second, as
+//! clients attach or ask for the names of owners.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use ninep_server::{Error, Result};
 use ninep_wire::{Errno, NONUNAME};
+use parking_lot::Mutex;
 use rustix::process::{Gid, Uid};
 use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
+
+/// How long the files are trusted before they are looked at again.
+const RECHECK: Duration = Duration::from_secs(1);
 
 /// A resolved user: ids, groups and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Creds {
+    /// The user's id.
     pub uid: u32,
+    /// The user's primary group.
     pub gid: u32,
+    /// Every group the user is in, the primary one included.
     pub groups: Vec<u32>,
+    /// The user's name, or the uid in decimal if it has none.
     pub name: String,
 }
 
-/// /etc/passwd and /etc/group, read when first needed and kept.
-#[derive(Debug, Default)]
+/// Users and groups as the host's /etc/passwd and /etc/group (or files in
+/// their format) have them. Lookups answer from the files as last read;
+/// [`UserDb::refresh`] reads them again if they have changed.
+#[derive(Debug)]
 pub struct UserDb {
-    cache: Mutex<Option<Tables>>,
+    files: Files,
+    read: Mutex<Option<Reading>>,
 }
+
+impl Default for UserDb {
+    /// The host's /etc/passwd and /etc/group.
+    fn default() -> Self {
+        UserDb::from_files("/etc/passwd", "/etc/group")
+    }
+}
+
+/// Where the database is.
+#[derive(Debug, Clone)]
+struct Files {
+    passwd: PathBuf,
+    group: PathBuf,
+}
+
+/// The files as last read, and when they were last looked at.
+#[derive(Debug)]
+struct Reading {
+    tables: Arc<Tables>,
+    versions: Versions,
+    checked: Instant,
+}
+
+/// What tells one version of a file from another: a file replaced (useradd
+/// renames a new copy into place) or rewritten differs in one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Version {
+    ino: u64,
+    size: u64,
+    modified: SystemTime,
+}
+
+/// The versions of passwd and group; `None` for a file that is missing.
+type Versions = [Option<Version>; 2];
 
 #[derive(Debug, Default, Clone)]
 struct Tables {
@@ -42,92 +95,178 @@ struct Tables {
     members: HashMap<String, Vec<u32>>,
 }
 
-fn read_tables() -> Tables {
-    let mut t = Tables::default();
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    for line in passwd.lines() {
-        let f: Vec<&str> = line.split(':').collect();
-        if let [name, _, uid, gid, ..] = f.as_slice()
-            && let (Ok(uid), Ok(gid)) = (uid.parse(), gid.parse())
-        {
-            t.users.insert((*name).to_owned(), (uid, gid));
-            t.user_names
-                .entry(uid)
-                .or_insert_with(|| (*name).to_owned());
-        }
-    }
-    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
-    for line in group.lines() {
-        let f: Vec<&str> = line.split(':').collect();
-        if let [name, _, gid, members] = f.as_slice()
-            && let Ok(gid) = gid.parse::<u32>()
-        {
-            t.group_names
-                .entry(gid)
-                .or_insert_with(|| (*name).to_owned());
-            t.group_ids.insert((*name).to_owned(), gid);
-            for m in members.split(',').filter(|m| !m.is_empty()) {
-                t.members.entry(m.to_owned()).or_default().push(gid);
-            }
-        }
-    }
-    t
-}
-
-impl UserDb {
-    fn with<T>(&self, f: impl FnOnce(&Tables) -> T) -> T {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        f(cache.get_or_insert_with(read_tables))
-    }
-
-    /// The user an attach names: by numeric id if given, else by name.
-    pub fn resolve(&self, uname: &str, n_uname: u32) -> Result<Creds> {
-        self.with(|t| {
-            let (name, uid, gid) = if n_uname != NONUNAME {
-                let name = t.user_names.get(&n_uname).cloned();
-                let gid = name
-                    .as_ref()
-                    .and_then(|n| t.users.get(n))
-                    .map_or(n_uname, |u| u.1);
-                (name.unwrap_or_else(|| n_uname.to_string()), n_uname, gid)
-            } else {
-                let (uid, gid) = *t.users.get(uname).ok_or_else(|| {
-                    Error::with_errno(Errno::EACCES, format!("unknown user {uname}"))
-                })?;
-                (uname.to_owned(), uid, gid)
-            };
-            let mut groups = t.members.get(&name).cloned().unwrap_or_default();
-            if !groups.contains(&gid) {
-                groups.push(gid);
-            }
-            Ok(Creds {
-                uid,
-                gid,
-                groups,
-                name,
+impl Files {
+    fn versions(&self) -> Versions {
+        [&self.passwd, &self.group].map(|path| {
+            let meta = std::fs::metadata(path).ok()?;
+            Some(Version {
+                ino: meta.ino(),
+                size: meta.size(),
+                modified: meta.modified().ok()?,
             })
         })
     }
 
+    /// Reads both files, with the versions read. The versions are taken
+    /// first: a change made while the files are read then shows at the
+    /// next look instead of going unseen.
+    fn read(&self) -> (Versions, Tables) {
+        let versions = self.versions();
+        let mut t = Tables::default();
+        let passwd = std::fs::read_to_string(&self.passwd).unwrap_or_default();
+        for line in passwd.lines() {
+            let f: Vec<&str> = line.split(':').collect();
+            if let [name, _, uid, gid, ..] = f.as_slice()
+                && let (Ok(uid), Ok(gid)) = (uid.parse(), gid.parse())
+            {
+                t.users.insert((*name).to_owned(), (uid, gid));
+                t.user_names
+                    .entry(uid)
+                    .or_insert_with(|| (*name).to_owned());
+            }
+        }
+        let group = std::fs::read_to_string(&self.group).unwrap_or_default();
+        for line in group.lines() {
+            let f: Vec<&str> = line.split(':').collect();
+            if let [name, _, gid, members] = f.as_slice()
+                && let Ok(gid) = gid.parse::<u32>()
+            {
+                t.group_names
+                    .entry(gid)
+                    .or_insert_with(|| (*name).to_owned());
+                t.group_ids.insert((*name).to_owned(), gid);
+                for m in members.split(',').filter(|m| !m.is_empty()) {
+                    t.members.entry(m.to_owned()).or_default().push(gid);
+                }
+            }
+        }
+        (versions, t)
+    }
+}
+
+impl UserDb {
+    /// The database in `passwd` and `group`, files in the format of
+    /// /etc/passwd and /etc/group; nothing is read yet.
+    pub fn from_files(passwd: impl Into<PathBuf>, group: impl Into<PathBuf>) -> UserDb {
+        UserDb {
+            files: Files {
+                passwd: passwd.into(),
+                group: group.into(),
+            },
+            read: Mutex::new(None),
+        }
+    }
+
+    /// Reads the files, on the blocking pool, if they were never read or
+    /// have changed since; looks at them at most once a second.
+    pub async fn refresh(&self) {
+        let seen = {
+            let mut read = self.read.lock();
+            match read.as_mut() {
+                Some(r) if r.checked.elapsed() < RECHECK => return,
+                // This caller looks; others meanwhile go on with the
+                // tables they have.
+                Some(r) => {
+                    r.checked = Instant::now();
+                    Some(r.versions)
+                }
+                // Nothing to go on with: every caller reads.
+                None => None,
+            }
+        };
+        let files = self.files.clone();
+        let reading = tokio::task::spawn_blocking(move || {
+            if seen == Some(files.versions()) {
+                return None;
+            }
+            Some(files.read())
+        });
+        if let Ok(Some((versions, tables))) = reading.await {
+            self.keep(versions, tables);
+        }
+    }
+
+    fn keep(&self, versions: Versions, tables: Tables) -> Arc<Tables> {
+        let tables = Arc::new(tables);
+        *self.read.lock() = Some(Reading {
+            tables: tables.clone(),
+            versions,
+            checked: Instant::now(),
+        });
+        tables
+    }
+
+    /// The tables as last read. A database never refreshed, as outside a
+    /// server (a command line resolving a user before it serves), is read
+    /// here, on the calling thread.
+    fn tables(&self) -> Arc<Tables> {
+        if let Some(r) = &*self.read.lock() {
+            return r.tables.clone();
+        }
+        let (versions, tables) = self.files.read();
+        self.keep(versions, tables)
+    }
+
+    /// The user an attach names: by numeric id if given, else by name.
+    pub fn resolve(&self, uname: &str, n_uname: u32) -> Result<Creds> {
+        let t = self.tables();
+        let (name, uid, gid) = if n_uname != NONUNAME {
+            let name = t.user_names.get(&n_uname).cloned();
+            let gid = name
+                .as_ref()
+                .and_then(|n| t.users.get(n))
+                .map_or(n_uname, |u| u.1);
+            (name.unwrap_or_else(|| n_uname.to_string()), n_uname, gid)
+        } else {
+            let (uid, gid) = *t
+                .users
+                .get(uname)
+                .ok_or_else(|| Error::with_errno(Errno::EACCES, format!("unknown user {uname}")))?;
+            (uname.to_owned(), uid, gid)
+        };
+        let mut groups = t.members.get(&name).cloned().unwrap_or_default();
+        if !groups.contains(&gid) {
+            groups.push(gid);
+        }
+        Ok(Creds {
+            uid,
+            gid,
+            groups,
+            name,
+        })
+    }
+
+    /// The name of user `uid`, or the uid in decimal.
     pub fn user_name(&self, uid: u32) -> String {
-        self.with(|t| t.user_names.get(&uid).cloned())
+        self.tables()
+            .user_names
+            .get(&uid)
+            .cloned()
             .unwrap_or_else(|| uid.to_string())
     }
 
+    /// The name of group `gid`, or the gid in decimal.
     pub fn group_name(&self, gid: u32) -> String {
-        self.with(|t| t.group_names.get(&gid).cloned())
+        self.tables()
+            .group_names
+            .get(&gid)
+            .cloned()
             .unwrap_or_else(|| gid.to_string())
     }
 
+    /// The id of the group called `name`, which may be a gid in decimal.
     pub fn group_id(&self, name: &str) -> Option<u32> {
-        self.with(|t| t.group_ids.get(name).copied())
+        self.tables()
+            .group_ids
+            .get(name)
+            .copied()
             .or_else(|| name.parse().ok())
     }
 }
 
 /// Runs `f` on this thread as `creds`, then switches back to root. With
 /// `None` (squash mode) runs `f` as the server.
-pub fn run_as<T>(creds: Option<&Creds>, f: impl FnOnce() -> T) -> Result<T> {
+pub(crate) fn run_as<T>(creds: Option<&Creds>, f: impl FnOnce() -> T) -> Result<T> {
     let Some(c) = creds else {
         return Ok(f());
     };

@@ -1,0 +1,141 @@
+//! Confinement beneath the export's root: the `O_PATH` descriptor each fid
+//! holds, names resolved one element at a time without leaving the export
+//! or following a link, and the server's own descriptors reopened through
+//! `/proc/self/fd` for I/O.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use ninep_server::{Error, Result};
+use ninep_wire::{Errno, Name};
+use parking_lot::Mutex;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+
+use crate::{Inner, errno};
+
+/// A file the export reached: its `O_PATH` descriptor and identity, and
+/// where it was last seen.
+pub(crate) struct Node {
+    pub(crate) fd: OwnedFd,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) ty: FileType,
+    pub(crate) place: Mutex<Place>,
+}
+
+/// Where a node was last seen: renaming it through the export moves it.
+pub(crate) struct Place {
+    /// The directory walked from; `None` at the root.
+    pub(crate) parent: Option<Arc<Node>>,
+    pub(crate) name: String,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("dev", &self.dev)
+            .field("ino", &self.ino)
+            .finish()
+    }
+}
+
+impl Node {
+    /// The node of `fd`, reached as `name` in `parent`.
+    pub(crate) fn new(
+        fd: OwnedFd,
+        parent: Option<Arc<Node>>,
+        name: &str,
+    ) -> rustix::io::Result<Node> {
+        let st = rustix::fs::fstat(&fd)?;
+        Ok(Node {
+            fd,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            ty: FileType::from_raw_mode(st.st_mode),
+            place: Mutex::new(Place {
+                parent,
+                name: name.to_owned(),
+            }),
+        })
+    }
+
+    pub(crate) fn place(&self) -> (Option<Arc<Node>>, String) {
+        let p = self.place.lock();
+        (p.parent.clone(), p.name.clone())
+    }
+
+    pub(crate) fn is_dir(&self) -> bool {
+        self.ty == FileType::Directory
+    }
+}
+
+/// How every client-supplied name is resolved: beneath the directory it is
+/// looked up in, through no link of any kind.
+pub(crate) fn beneath() -> ResolveFlags {
+    ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS
+}
+
+/// A name that may be made, removed or renamed in a directory: not empty,
+/// and neither `.` nor `..`.
+pub(crate) fn not_dir_entry(name: &Name) -> Result<&str> {
+    if name.is_empty() || name.is_dot_or_dotdot() {
+        return Err(Error::with_errno(Errno::EINVAL, "illegal name"));
+    }
+    Ok(name.as_str())
+}
+
+impl Inner {
+    /// Looks `name` up in `dir` without leaving the export or following
+    /// a link.
+    pub(crate) fn lookup(&self, dir: &Arc<Node>, name: &str) -> Result<Arc<Node>> {
+        let fd = rustix::fs::openat2(
+            &dir.fd,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            beneath(),
+        )
+        .map_err(errno)?;
+        let node = Node::new(fd, Some(dir.clone()), name).map_err(errno)?;
+        Ok(Arc::new(node))
+    }
+
+    /// Opens the very inode `node` holds, for I/O.
+    pub(crate) fn reopen(&self, node: &Node, flags: OFlags) -> Result<OwnedFd> {
+        if node.ty == FileType::Symlink {
+            return Err(Error::from_errno(Errno::ELOOP));
+        }
+        let special = !matches!(node.ty, FileType::RegularFile | FileType::Directory);
+        if special && !self.options.allow_special {
+            return Err(Error::with_errno(
+                Errno::EPERM,
+                "special files are not opened",
+            ));
+        }
+        let name = node.fd.as_raw_fd().to_string();
+        rustix::fs::openat(
+            &self.proc_fd,
+            name.as_str(),
+            flags | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno)
+    }
+
+    /// `/proc/self/fd/N` for a node, for calls that take only a path.
+    pub(crate) fn proc_path(&self, node: &Node) -> String {
+        format!("/proc/self/fd/{}", node.fd.as_raw_fd())
+    }
+
+    /// Checks that `name` in `dir` is still `node` before acting on it by name.
+    pub(crate) fn still_there(&self, dir: &Node, name: &str, node: &Node) -> Result<()> {
+        let st = rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+        if st.st_dev != node.dev || st.st_ino != node.ino {
+            return Err(Error::with_errno(
+                Errno::ENOENT,
+                "file has been moved or removed",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,170 @@
+//! Calls on data: opening, reading, writing, listing directories and
+//! syncing. All but opening a regular file or a directory run on the
+//! blocking pool (see `Export::call`).
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ninep_server::{Cx, DirEntry, Error, Opened, Result};
+use ninep_wire::consts::dotl;
+use ninep_wire::{Name, Qid, QidType};
+use rustix::fs::{AtFlags, Dir, FileType, OFlags};
+
+use crate::open_flags::oflags;
+use crate::{Export, ExportFile, Inner, errno};
+
+pub(crate) async fn open(export: &Export, file: &mut ExportFile, flags: u32) -> Result<Opened> {
+    let wants_write = matches!(flags & dotl::O_ACCMODE, dotl::O_WRONLY | dotl::O_RDWR)
+        || flags & dotl::O_TRUNC != 0;
+    if wants_write {
+        export.readonly()?;
+    }
+    let node = file.node.clone();
+    // Opening a device or a fifo may wait; so may truncating.
+    let may_wait = !matches!(node.ty, FileType::RegularFile | FileType::Directory)
+        || flags & dotl::O_TRUNC != 0;
+    let open = move |inner: &Inner| {
+        let mut o = oflags(flags);
+        if node.is_dir() {
+            o = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        }
+        let marks = inner.marked(&node, Qid::default()).ty;
+        if marks.contains(QidType::APPEND) {
+            // Writes land at the end; truncation is ignored (open(5)).
+            o = (o | OFlags::APPEND) - OFlags::TRUNC;
+        }
+        let fd = inner.reopen(&node, o)?;
+        let st = rustix::fs::fstat(&fd).map_err(errno)?;
+        Ok((fd, inner.marked(&node, inner.qid(&st))))
+    };
+    let (fd, qid) = if may_wait {
+        export.call(&file.creds, open).await?
+    } else {
+        export.call_here(&file.creds, open).await?
+    };
+    file.io = Some(Arc::new(fd));
+    Ok(Opened { qid, iounit: 0 })
+}
+
+pub(crate) async fn read(
+    export: &Export,
+    file: &ExportFile,
+    offset: u64,
+    count: u32,
+) -> Result<Bytes> {
+    let fd = file.opened()?;
+    export
+        .call(&file.creds, move |_| {
+            let mut buf: Vec<u8> = Vec::with_capacity(count as usize);
+            rustix::io::pread(&*fd, rustix::buffer::spare_capacity(&mut buf), offset)
+                .map_err(errno)?;
+            Ok(Bytes::from(buf))
+        })
+        .await
+}
+
+pub(crate) async fn write(
+    export: &Export,
+    file: &ExportFile,
+    offset: u64,
+    data: Bytes,
+) -> Result<u32> {
+    let fd = file.opened()?;
+    export
+        .call(&file.creds, move |_| {
+            let mut done = 0;
+            while done < data.len() {
+                let n =
+                    rustix::io::pwrite(&*fd, &data[done..], offset + done as u64).map_err(errno)?;
+                if n == 0 {
+                    break;
+                }
+                done += n;
+            }
+            Ok(done as u32)
+        })
+        .await
+}
+
+pub(crate) async fn read_dir(export: &Export, cx: &Cx, dir: &ExportFile) -> Result<Vec<DirEntry>> {
+    export.inner.users.refresh().await;
+    let node = dir.node.clone();
+    // A 9P2000.L dirent carries only the qid and type, which the
+    // directory itself gives; 9P2000 listings carry whole stats.
+    let entries_suffice = cx.dialect == ninep_wire::Dialect::L;
+    export
+        .call(&dir.creds, move |inner| {
+            let fd = inner.reopen(&node, OFlags::RDONLY | OFlags::DIRECTORY)?;
+            let mut entries = Vec::new();
+            // Dir::new reads this descriptor; read_from would open "." in it,
+            // which needs search permission a reader may not have.
+            let listing = fd.try_clone().map_err(Error::from)?;
+            let mut list = Dir::new(listing).map_err(errno)?;
+            while let Some(entry) = list.read() {
+                let entry = entry.map_err(errno)?;
+                let raw = entry.file_name().to_bytes();
+                if raw == b"." || raw == b".." {
+                    continue;
+                }
+                // Names 9P cannot carry (not UTF-8, too long) are left out.
+                let Some(name) = std::str::from_utf8(raw)
+                    .ok()
+                    .and_then(|s| Name::new(s).ok())
+                else {
+                    tracing::debug!("skipping a name 9P cannot carry");
+                    continue;
+                };
+                if entries_suffice && entry.file_type() != FileType::Unknown {
+                    let attr = inner.entry_attr(node.dev, entry.ino(), entry.file_type(), &name);
+                    entries.push(DirEntry { name, attr });
+                    continue;
+                }
+                let attr = match rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => {
+                        let mut attr = inner.attr(&st, &name);
+                        if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
+                            let path = format!("/proc/self/fd/{}/{name}", fd.as_raw_fd());
+                            attr.qid.ty = attr.qid.ty | inner.marks(&path, false);
+                        }
+                        attr
+                    }
+                    // Readable but not searchable: what the entry itself says.
+                    Err(rustix::io::Errno::ACCESS) => {
+                        inner.entry_attr(node.dev, entry.ino(), entry.file_type(), &name)
+                    }
+                    Err(_) => continue, // gone since the listing was read
+                };
+                entries.push(DirEntry { name, attr });
+            }
+            Ok(entries)
+        })
+        .await
+}
+
+pub(crate) async fn fsync(export: &Export, file: &ExportFile, datasync: bool) -> Result<()> {
+    let node = file.node.clone();
+    let io = file.io.clone();
+    export
+        .call(&file.creds, move |inner| {
+            let reopened;
+            let fd = match &io {
+                Some(fd) => fd.as_fd(),
+                None => {
+                    let flags = if node.is_dir() {
+                        OFlags::RDONLY | OFlags::DIRECTORY
+                    } else {
+                        OFlags::RDONLY
+                    };
+                    reopened = inner.reopen(&node, flags)?;
+                    reopened.as_fd()
+                }
+            };
+            if datasync {
+                rustix::fs::fdatasync(fd).map_err(errno)
+            } else {
+                rustix::fs::fsync(fd).map_err(errno)
+            }
+        })
+        .await
+}
