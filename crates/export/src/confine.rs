@@ -75,12 +75,12 @@ pub(crate) fn beneath() -> ResolveFlags {
     ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS
 }
 
-/// A name that may be made, removed or renamed in a directory: not empty,
-/// and neither `.` nor `..`.
+/// A name that may be made, removed or renamed in a directory. The
+/// framework refuses the others before they come here; the export checks
+/// again because a `..` made or removed here would leave the export.
 pub(crate) fn not_dir_entry(name: &Name) -> Result<&str> {
-    if name.is_empty() || name.is_dot_or_dotdot() {
-        return Err(Error::with_errno(Errno::EINVAL, "illegal name"));
-    }
+    name.check_entry()
+        .map_err(|e| Error::with_errno(Errno::EINVAL, e.to_string()))?;
     Ok(name.as_str())
 }
 

@@ -200,7 +200,7 @@ impl Export {
 
     fn readonly(&self) -> Result<()> {
         if self.inner.options.readonly {
-            Err(Error::from_errno(Errno(30))) // EROFS
+            Err(Error::from_errno(Errno::EROFS))
         } else {
             Ok(())
         }
