@@ -102,7 +102,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                 if !root {
                     bail!("--squash needs root");
                 }
-                let creds = UserDb::default().resolve(user, ninep_wire::NONUNAME)?;
+                let users = UserDb::default();
+                users.refresh().await;
+                let creds = users.resolve(user, ninep_wire::NONUNAME)?;
                 Identity::Squash(creds)
             } else {
                 Identity::Server
