@@ -7,7 +7,7 @@
 //! request arrives; a fid being created (by attach or walk) is inserted
 //! locked, and requests that name it wait until its creator finishes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -25,8 +25,9 @@ pub(crate) struct FidState<T> {
     pub open: Option<u32>,
     /// Remove the file when the fid is clunked (9P2000 ORCLOSE).
     pub rclose: bool,
-    /// Holds the exclusive-use claim on its file (DMEXCL).
-    pub excl: bool,
+    /// The exclusive-use claim on its file (DMEXCL) while it is open. It
+    /// goes with the state, however the fid ends.
+    pub exclusive: Option<Exclusive>,
     pub dir: Mutex<DirCursor>,
     pub xattr: Option<Xattr>,
 }
@@ -39,10 +40,46 @@ impl<T> FidState<T> {
             user,
             open: None,
             rclose: false,
-            excl: false,
+            exclusive: None,
             dir: Mutex::new(DirCursor::default()),
             xattr: None,
         }
+    }
+}
+
+/// The files open for exclusive use (DMEXCL) anywhere on a server, by qid
+/// path.
+#[derive(Clone, Default)]
+pub(crate) struct ExclusiveFiles(Arc<Mutex<HashSet<u64>>>);
+
+impl ExclusiveFiles {
+    /// Claims the file with qid path `path`; `None` if it is open already.
+    pub fn claim(&self, path: u64) -> Option<Exclusive> {
+        let claimed = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path);
+        claimed.then(|| Exclusive {
+            files: self.clone(),
+            path,
+        })
+    }
+}
+
+/// A file claimed for exclusive use: free again once this is dropped.
+pub(crate) struct Exclusive {
+    files: ExclusiveFiles,
+    path: u64,
+}
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        self.files
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.path);
     }
 }
 

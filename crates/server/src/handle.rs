@@ -8,11 +8,12 @@ use ninep_wire::consts::{dotl, mode::*, open::*, unix::*};
 use ninep_wire::*;
 use tokio::sync::RwLockReadGuard;
 
+use crate::clunk::{self, Ending};
 use crate::convert;
 use crate::error::{Error, Result};
 use crate::fids::{FidState, Pending, Slot, Xattr};
 use crate::fs::{Cx, DirEntry, Filesystem, Opened, User, can_read, can_write};
-use crate::session::{Conn, Session, clunk_slot};
+use crate::session::{Conn, Session};
 
 /// Largest extended attribute value accepted (Linux's XATTR_SIZE_MAX).
 const XATTR_SIZE_MAX: u64 = 64 * 1024;
@@ -129,11 +130,13 @@ impl<F: Filesystem> Handler<'_, F> {
             Msg::Tread(m) => self.read(m, &r).await?,
             Msg::Twrite(m) => self.write(m, &r).await?,
             Msg::Tclunk(_) => {
-                let slot = r.fid.ok_or_else(unknown_fid)?;
-                clunk_slot(self.conn, &slot).await?;
+                self.end(r, Ending::Clunk).await?;
                 Rclunk {}.into()
             }
-            Msg::Tremove(_) => self.remove(r).await?,
+            Msg::Tremove(_) => {
+                self.end(r, Ending::Remove).await?;
+                Rremove {}.into()
+            }
             Msg::Tstat(_) => {
                 let g = read(&r.fid).await?;
                 let s = state(&g)?;
@@ -407,27 +410,21 @@ impl<F: Filesystem> Handler<'_, F> {
         if s.qid.ty.is_dir() && (can_write(flags) || flags & dotl::O_TRUNC != 0 || rclose) {
             return Err(Error::is_dir());
         }
-        let excl = s.qid.ty.contains(QidType::EXCL);
-        if excl && !self.conn.shared.claim_excl(s.qid.path) {
-            return Err(Error::with_errno(
-                Errno::EBUSY,
-                "exclusive use file already open",
-            ));
-        }
-        let cx = self.cx(s);
-        let opened = match self.fs().open(&cx, &mut s.file, flags).await {
-            Ok(o) => o,
-            Err(e) => {
-                if excl {
-                    self.conn.shared.release_excl(s.qid.path);
-                }
-                return Err(e);
-            }
+        let exclusive = if s.qid.ty.contains(QidType::EXCL) {
+            let claim = self.conn.shared.exclusive.claim(s.qid.path);
+            Some(claim.ok_or_else(|| {
+                Error::with_errno(Errno::EBUSY, "exclusive use file already open")
+            })?)
+        } else {
+            None
         };
+        // An open that fails (or is flushed) drops the claim.
+        let cx = self.cx(s);
+        let opened = self.fs().open(&cx, &mut s.file, flags).await?;
         s.open = Some(flags);
         s.qid = opened.qid;
         s.rclose = rclose;
-        s.excl = excl;
+        s.exclusive = exclusive;
         Ok(opened)
     }
 
@@ -486,13 +483,17 @@ impl<F: Filesystem> Handler<'_, F> {
             .fs()
             .create(&cx, &s.file, name, mode, flags, gid)
             .await?;
-        let excl =
-            opened.qid.ty.contains(QidType::EXCL) && self.conn.shared.claim_excl(opened.qid.path);
+        // A new file is free, so the claim is sure to be had.
+        let exclusive = if opened.qid.ty.contains(QidType::EXCL) {
+            self.conn.shared.exclusive.claim(opened.qid.path)
+        } else {
+            None
+        };
         s.file = file;
         s.qid = opened.qid;
         s.open = Some(flags);
         s.rclose = rclose;
-        s.excl = excl;
+        s.exclusive = exclusive;
         Ok(opened)
     }
 
@@ -740,20 +741,12 @@ impl<F: Filesystem> Handler<'_, F> {
         .into())
     }
 
-    async fn remove(&self, r: Resolved<F::File>) -> Result<Msg> {
+    /// Tclunk, Tremove: ends the fid, which left the table as the request
+    /// arrived.
+    async fn end(&self, r: Resolved<F::File>, how: Ending) -> Result<()> {
         let slot = r.fid.ok_or_else(unknown_fid)?;
-        let Some(s) = slot.write().await.take() else {
-            return Err(unknown_fid());
-        };
-        if s.excl {
-            self.conn.shared.release_excl(s.qid.path);
-        }
-        let cx = self.cx(&s);
-        let removed = self.fs().remove(&cx, &s.file).await;
-        // The fid is clunked whether or not the remove succeeded.
-        let _ = self.fs().clunk(&cx, s.file).await;
-        removed?;
-        Ok(Rremove {}.into())
+        let conn = self.conn;
+        clunk::end(&conn.tasks, &conn.shared, slot, self.session.dialect, how).await
     }
 
     /// The 9P2000.u stat extension of a file: a symlink's target, a device's

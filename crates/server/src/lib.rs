@@ -14,6 +14,7 @@
 //! they finish; a flushed request's future is dropped and its reply never
 //! sent. See [`fs::Filesystem`] for what that means for cancel safety.
 
+mod clunk;
 mod convert;
 mod error;
 mod fids;

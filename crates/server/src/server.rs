@@ -1,14 +1,14 @@
 //! A 9P server: limits, listeners, connections, and shutdown.
 
-use std::collections::HashSet;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ninep_transport::{Addr, Listener, Stream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::fids::ExclusiveFiles;
 use crate::fs::Filesystem;
 use crate::session;
 
@@ -70,24 +70,7 @@ pub(crate) struct Shared<F> {
     pub fs: F,
     pub limits: Limits,
     pub stream_limits: StreamLimits,
-    /// Files with DMEXCL open somewhere, by qid path.
-    excl: Mutex<HashSet<u64>>,
-}
-
-impl<F> Shared<F> {
-    pub fn claim_excl(&self, path: u64) -> bool {
-        self.excl
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(path)
-    }
-
-    pub fn release_excl(&self, path: u64) {
-        self.excl
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&path);
-    }
+    pub exclusive: ExclusiveFiles,
 }
 
 /// Serves a [`Filesystem`] over any number of connections.
@@ -127,7 +110,7 @@ impl<F: Filesystem> Server<F> {
                 fs,
                 limits,
                 stream_limits,
-                excl: Mutex::new(HashSet::new()),
+                exclusive: ExclusiveFiles::default(),
             }),
         }
     }

@@ -28,9 +28,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
+use crate::clunk::{self, Ending};
 use crate::error::Error;
-use crate::fids::{Fids, Pending, Refusal, Slot};
+use crate::fids::{Fids, Pending, Refusal};
 use crate::fs::Filesystem;
 use crate::handle::{Handler, Resolved};
 use crate::server::Shared;
@@ -73,6 +75,9 @@ pub(crate) struct Conn<F: Filesystem> {
     next_id: AtomicU64,
     /// The reader holds bytes of requests read but not yet handled.
     more: AtomicBool,
+    /// The requests running as tasks, and the ends of fids (see
+    /// [`clunk`]): a reset waits for them all.
+    pub tasks: TaskTracker,
 }
 
 impl<F: Filesystem> Conn<F> {
@@ -167,6 +172,7 @@ pub(crate) async fn serve<F: Filesystem>(
         replies,
         next_id: AtomicU64::new(0),
         more: AtomicBool::new(false),
+        tasks: TaskTracker::new(),
     });
     let limits = conn.shared.limits.clone();
     let mut frames = FramedRead::new(reader, FrameCodec::new(limits.msize, Dialect::Base));
@@ -196,7 +202,8 @@ pub(crate) async fn serve<F: Filesystem>(
             frames.decoder_mut().set_dialect(new.dialect);
         }
     }
-    reset(&conn).await;
+    let dialect = session.map_or(Dialect::Base, |s| s.dialect);
+    reset(&conn, dialect).await;
     drop(conn);
     // The replies left go out, unless the peer does not read them and the
     // server is stopping.
@@ -236,7 +243,7 @@ async fn receive<F: Filesystem>(
     };
     let tag = fcall.tag;
     if let Msg::Tversion(v) = &fcall.msg {
-        reset(conn).await;
+        reset(conn, current.dialect).await;
         let streams = conn.shared.stream_limits.streams > 0;
         let (reply, new) = version(v, conn.shared.limits.msize, streams);
         *session = new;
@@ -265,24 +272,26 @@ async fn receive<F: Filesystem>(
         }
         return None;
     }
-    let resolved = match resolve(conn, &fcall.msg) {
-        Ok(r) => r,
-        Err(err) => {
-            conn.send(current, tag, error_reply(&err, current.dialect))
-                .await;
-            return None;
-        }
-    };
     let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
     let (stream, stream_task) = match stream::open(&fcall.msg, &conn.shared.stream_limits) {
         Some((io, task)) => (Some(io), Some(task)),
         None => (None, None),
     };
+    // Admitted before its fids are touched, as lib9p does: a Tclunk
+    // refused for its tag must not have taken its fid out of the table.
     if let Err(err) = admit(conn, tag, id, stream) {
         conn.send(current, tag, error_reply(&err, current.dialect))
             .await;
         return None;
     }
+    let resolved = match resolve(conn, &fcall.msg) {
+        Ok(r) => r,
+        Err(err) => {
+            conn.finish(current, tag, id, error_reply(&err, current.dialect))
+                .await;
+            return None;
+        }
+    };
     let task_conn = conn.clone();
     let mut request = Box::pin(async move {
         let handler = Handler {
@@ -304,7 +313,7 @@ async fn receive<F: Filesystem>(
     if finished {
         return None;
     }
-    let task = tokio::spawn(request);
+    let task = conn.tasks.spawn(request);
     if let Some(entry) = conn.inflight().get_mut(&tag)
         && entry.id == id
     {
@@ -400,57 +409,31 @@ async fn flush<F: Filesystem>(conn: &Conn<F>, session: Session, tag: u16, oldtag
     );
 }
 
-/// Ends the session: cancels every request and clunks every fid.
-async fn reset<F: Filesystem>(conn: &Arc<Conn<F>>) {
+/// Ends the session: cancels every request, waits until each has ended
+/// (an end of a fid among them runs to its end), then ends every fid left.
+/// Nothing of the old session then runs on into the next: no request holds
+/// a fid, and every file it held for exclusive use is free.
+async fn reset<F: Filesystem>(conn: &Arc<Conn<F>>, dialect: Dialect) {
     let cancelled: Vec<Inflight> = conn.inflight().drain().map(|(_, e)| e).collect();
     for entry in cancelled {
         if let Some(abort) = entry.abort {
             abort.abort();
         }
     }
-    for slot in conn.fids.drain() {
-        let _ = clunk_slot(conn, &slot).await;
+    conn.tasks.close();
+    conn.tasks.wait().await;
+    conn.tasks.reopen();
+    // All ends start before any is awaited: if the reset is cut short
+    // (by shutdown), each goes on by itself.
+    let ends: Vec<_> = conn
+        .fids
+        .drain()
+        .into_iter()
+        .map(|slot| clunk::end(&conn.tasks, &conn.shared, slot, dialect, Ending::Clunk))
+        .collect();
+    for end in ends {
+        let _ = end.await;
     }
-}
-
-/// Forgets a fid that left the table: releases its claims, honours ORCLOSE
-/// and tells the file server. Returns the file server's verdict.
-pub(crate) async fn clunk_slot<F: Filesystem>(
-    conn: &Conn<F>,
-    slot: &Slot<F::File>,
-) -> Result<(), Error> {
-    let Some(state) = slot.write().await.take() else {
-        return Ok(());
-    };
-    let fs = &conn.shared.fs;
-    let cx = crate::fs::Cx {
-        user: state.user.clone(),
-        dialect: Dialect::L,
-        streaming: false,
-    };
-    if state.excl {
-        conn.shared.release_excl(state.qid.path);
-    }
-    if state.rclose {
-        let _ = fs.remove(&cx, &state.file).await;
-    }
-    let mut result = Ok(());
-    if let Some(crate::fids::Xattr::Write {
-        name,
-        size,
-        flags,
-        value,
-    }) = &state.xattr
-    {
-        result = if value.len() as u64 != *size {
-            Err(Error::from_errno(Errno::EINVAL))
-        } else {
-            fs.xattr_set(&cx, &state.file, name, value.clone().freeze(), *flags)
-                .await
-        };
-    }
-    let clunked = fs.clunk(&cx, state.file).await;
-    result.and(clunked)
 }
 
 /// Looks up, reserves and removes the fids a request names, in arrival order.

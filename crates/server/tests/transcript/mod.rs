@@ -17,6 +17,22 @@ use ninep_wire::*;
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::FramedRead;
 
+/// Version and attach in 9P2000, as most scripts begin.
+pub const HELLO_9P2000: &str = "
+-> Tversion tag 65535 msize 8192 version '9P2000'
+<- Rversion tag 65535 msize 8192 version '9P2000'
+-> Tattach tag 1 fid 0 afid -1 uname glenda aname
+<- Rattach tag 1 qid (0000000000000000 0 d)
+";
+
+/// The limits scripts are written for: msize 8192, the rest as default.
+pub fn limits() -> Limits {
+    Limits {
+        msize: 8192,
+        ..Limits::default()
+    }
+}
+
 /// Plays `script` against `fs` served with `limits`.
 pub async fn play<F: Filesystem>(fs: F, limits: Limits, script: &str) {
     play_server(Server::with_limits(fs, limits), script).await
