@@ -14,13 +14,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use ninep_wire::{Dialect, Errno};
+use ninep_wire::Dialect;
 use tokio_util::task::TaskTracker;
 
-use crate::error::{Error, Result};
-use crate::fids::{FidState, Slot, Xattr};
+use crate::dispatch::unknown_fid;
+use crate::error::Result;
+use crate::fids::{FidState, Slot};
 use crate::fs::{Cx, Filesystem};
-use crate::handle::unknown_fid;
 use crate::server::Shared;
 
 /// What ends a fid.
@@ -74,19 +74,8 @@ async fn end_fid<F: Filesystem>(
                 let _ = fs.remove(&cx, &file).await;
             }
             match xattr {
-                Some(Xattr::Write {
-                    name,
-                    size,
-                    flags,
-                    value,
-                }) => {
-                    if value.len() as u64 != size {
-                        Err(Error::from_errno(Errno::EINVAL))
-                    } else {
-                        fs.xattr_set(&cx, &file, &name, value.freeze(), flags).await
-                    }
-                }
-                _ => Ok(()),
+                Some(xattr) => xattr.set_at_clunk(fs, &cx, &file).await,
+                None => Ok(()),
             }
         }
     };

@@ -10,11 +10,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
 use ninep_wire::{Fid, Qid};
 use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
 
-use crate::fs::{DirEntry, User};
+use crate::dirread::DirCursor;
+use crate::fs::User;
+use crate::xattr::Xattr;
 
 /// What the framework knows of a fid besides the file server's `File`.
 pub(crate) struct FidState<T> {
@@ -81,26 +82,6 @@ impl Drop for Exclusive {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.path);
     }
-}
-
-/// A directory listing being read: taken when a read starts at offset 0.
-#[derive(Default)]
-pub(crate) struct DirCursor {
-    pub entries: Option<Arc<Vec<DirEntry>>>,
-    /// 9P2000: the offset the next read must start at, and the entry it is at.
-    pub next_offset: u64,
-    pub next_index: usize,
-}
-
-/// A fid made by Txattrwalk (read a value) or Txattrcreate (write one).
-pub(crate) enum Xattr {
-    Read(Bytes),
-    Write {
-        name: String,
-        size: u64,
-        flags: u32,
-        value: BytesMut,
-    },
 }
 
 pub(crate) type Slot<T> = RwLock<Option<FidState<T>>>;

@@ -16,12 +16,16 @@
 
 mod clunk;
 mod convert;
+mod create;
+mod dirread;
+mod dispatch;
 mod error;
 mod fids;
-mod handle;
 mod server;
 mod session;
+mod stat;
 mod stream;
+mod xattr;
 
 pub mod fs;
 pub mod tree;

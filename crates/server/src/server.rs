@@ -153,7 +153,7 @@ impl<F: Filesystem> Server<F> {
         let mut conns = JoinSet::new();
         tokio::pin!(shutdown);
         loop {
-            let (stream, peer) = tokio::select! {
+            let (link, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(conn) => conn,
                     Err(e) => {
@@ -172,12 +172,12 @@ impl<F: Filesystem> Server<F> {
                     let shared = self.shared.clone();
                     let stop = stop.child_token();
                     conns.spawn(async move {
-                        session::serve(shared, stream, stop).await;
+                        session::serve(shared, link, stop).await;
                         drop(permit);
                     });
                 }
                 Err(_) => {
-                    conns.spawn(session::refuse(stream, "too many connections"));
+                    conns.spawn(session::refuse(link, "too many connections"));
                 }
             }
         }
@@ -204,9 +204,9 @@ impl<F: Filesystem> Server<F> {
 
     /// Serves one already-connected stream (standard input and output, say)
     /// until the peer hangs up or `shutdown` completes.
-    pub async fn serve_stream(&self, stream: Box<dyn Stream>, shutdown: impl Future<Output = ()>) {
+    pub async fn serve_stream(&self, link: Box<dyn Stream>, shutdown: impl Future<Output = ()>) {
         let stop = CancellationToken::new();
-        let serving = session::serve(self.shared.clone(), stream, stop.clone());
+        let serving = session::serve(self.shared.clone(), link, stop.clone());
         tokio::pin!(serving);
         tokio::select! {
             () = &mut serving => return,

@@ -31,10 +31,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clunk::{self, Ending};
+use crate::dispatch::{Handler, Resolved};
 use crate::error::Error;
 use crate::fids::{Fids, Pending, Refusal};
 use crate::fs::Filesystem;
-use crate::handle::{Handler, Resolved};
 use crate::server::Shared;
 use crate::stream::{self, StreamIo};
 
@@ -46,15 +46,15 @@ pub const MIN_MSIZE: u32 = 256;
 pub(crate) struct Session {
     pub dialect: Dialect,
     pub msize: u32,
-    /// The stream extension was agreed.
-    pub streams: bool,
+    /// The stream extension (docs/streams.md) was agreed.
+    pub stream_extension: bool,
 }
 
 impl Session {
     fn protocol(self) -> Protocol {
         Protocol {
             dialect: self.dialect,
-            streams: self.streams,
+            streams: self.stream_extension,
         }
     }
 }
@@ -63,7 +63,7 @@ struct Inflight {
     id: u64,
     abort: Option<AbortHandle>,
     /// How Tscredit and Tsdata reach the request, if it is a stream.
-    stream: Option<StreamIo>,
+    stream_io: Option<StreamIo>,
 }
 
 /// The state of one connection shared with its request tasks.
@@ -156,14 +156,14 @@ pub(crate) fn error_reply(err: &Error, dialect: Dialect) -> Msg {
     }
 }
 
-/// Serves one connection until the peer hangs up, framing is lost, or
-/// `shutdown` is cancelled.
+/// Serves one connection, over `link` (a socket, a pipe), until the peer
+/// hangs up, framing is lost, or `shutdown` is cancelled.
 pub(crate) async fn serve<F: Filesystem>(
     shared: Arc<Shared<F>>,
-    stream: Box<dyn Stream>,
+    link: Box<dyn Stream>,
     shutdown: CancellationToken,
 ) {
-    let (reader, writer) = tokio::io::split(stream);
+    let (reader, writer) = tokio::io::split(link);
     let (replies, flusher) = Writer::spawn(writer, shared.limits.requests);
     let conn = Arc::new(Conn {
         fids: Fids::new(shared.limits.fids),
@@ -222,7 +222,7 @@ async fn receive<F: Filesystem>(
     let current = session.unwrap_or(Session {
         dialect: Dialect::Base,
         msize: conn.shared.limits.msize,
-        streams: false,
+        stream_extension: false,
     });
     let header = match Header::decode(&frame) {
         Ok(h) => h,
@@ -244,8 +244,8 @@ async fn receive<F: Filesystem>(
     let tag = fcall.tag;
     if let Msg::Tversion(v) = &fcall.msg {
         reset(conn, current.dialect).await;
-        let streams = conn.shared.stream_limits.streams > 0;
-        let (reply, new) = version(v, conn.shared.limits.msize, streams);
+        let offered = conn.shared.stream_limits.streams > 0;
+        let (reply, new) = version(v, conn.shared.limits.msize, offered);
         *session = new;
         conn.send(new.unwrap_or(current), tag, reply).await;
         return new;
@@ -267,19 +267,19 @@ async fn receive<F: Filesystem>(
         return None;
     }
     if let Msg::Tscredit(_) | Msg::Tsdata(_) = &fcall.msg {
-        if let Some(Some(io)) = conn.inflight().get(&tag).map(|e| &e.stream) {
+        if let Some(Some(io)) = conn.inflight().get(&tag).map(|e| &e.stream_io) {
             io.deliver(fcall.msg);
         }
         return None;
     }
     let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
-    let (stream, stream_task) = match stream::open(&fcall.msg, &conn.shared.stream_limits) {
+    let (stream_io, stream_task) = match stream::open(&fcall.msg, &conn.shared.stream_limits) {
         Some((io, task)) => (Some(io), Some(task)),
         None => (None, None),
     };
     // Admitted before its fids are touched, as lib9p does: a Tclunk
     // refused for its tag must not have taken its fid out of the table.
-    if let Err(err) = admit(conn, tag, id, stream) {
+    if let Err(err) = admit(conn, tag, id, stream_io) {
         conn.send(current, tag, error_reply(&err, current.dialect))
             .await;
         return None;
@@ -328,7 +328,7 @@ fn admit<F: Filesystem>(
     conn: &Conn<F>,
     tag: u16,
     id: u64,
-    stream: Option<StreamIo>,
+    stream_io: Option<StreamIo>,
 ) -> Result<(), Error> {
     let mut inflight = conn.inflight();
     if inflight.contains_key(&tag) {
@@ -340,8 +340,8 @@ fn admit<F: Filesystem>(
             "too many requests in flight",
         ));
     }
-    let streams = inflight.values().filter(|e| e.stream.is_some()).count();
-    if stream.is_some() && streams >= conn.shared.stream_limits.streams {
+    let streams = inflight.values().filter(|e| e.stream_io.is_some()).count();
+    if stream_io.is_some() && streams >= conn.shared.stream_limits.streams {
         return Err(Error::with_errno(Errno::EAGAIN, "too many streams"));
     }
     inflight.insert(
@@ -349,15 +349,15 @@ fn admit<F: Filesystem>(
         Inflight {
             id,
             abort: None,
-            stream,
+            stream_io,
         },
     );
     Ok(())
 }
 
 /// Tversion: picks the dialect and msize, and the stream extension if it
-/// was asked for and `streams` allows it, or answers `unknown`.
-fn version(v: &Tversion, max_msize: u32, streams: bool) -> (Msg, Option<Session>) {
+/// was asked for and `offered`, or answers `unknown`.
+fn version(v: &Tversion, max_msize: u32, offered: bool) -> (Msg, Option<Session>) {
     let msize = v.msize.min(max_msize);
     match Protocol::from_version(&v.version) {
         // Too small to carry anything useful: refuse, as lib9p does.
@@ -368,12 +368,12 @@ fn version(v: &Tversion, max_msize: u32, streams: bool) -> (Msg, Option<Session>
         Some(asked) => {
             let p = Protocol {
                 dialect: asked.dialect,
-                streams: asked.streams && streams,
+                streams: asked.streams && offered,
             };
             let session = Session {
                 dialect: p.dialect,
                 msize,
-                streams: p.streams,
+                stream_extension: p.streams,
             };
             let reply = Rversion {
                 msize,
@@ -555,8 +555,8 @@ fn encode_reply(fcall: Fcall, session: Session) -> Frame {
 
 /// Answers the first message of a connection over the limit with an error,
 /// then hangs up.
-pub(crate) async fn refuse(stream: Box<dyn Stream>, why: &'static str) {
-    let (reader, mut writer) = tokio::io::split(stream);
+pub(crate) async fn refuse(link: Box<dyn Stream>, why: &'static str) {
+    let (reader, mut writer) = tokio::io::split(link);
     let mut frames = FramedRead::new(reader, FrameCodec::new(MIN_MSIZE * 64, Dialect::Base));
     let first = tokio::time::timeout(std::time::Duration::from_secs(5), frames.next()).await;
     if let Ok(Some(Ok(frame))) = first

@@ -19,10 +19,10 @@ use bytes::Bytes;
 use ninep_wire::*;
 use tokio::sync::{Notify, mpsc};
 
+use crate::dispatch::{Handler, Resolved, not_open, read, state};
 use crate::error::{Error, Result};
 use crate::fids::FidState;
 use crate::fs::{Cx, Filesystem, can_read, can_write};
-use crate::handle::{Handler, Resolved, not_open, read, state};
 use crate::server::StreamLimits;
 
 /// Credit of a read stream: bytes the server may still send.

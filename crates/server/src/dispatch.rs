@@ -1,22 +1,23 @@
-//! Running one request: the protocol rules that depend on fid state, and the
-//! mapping of each message onto the [`Filesystem`] trait.
+//! Running one request: the protocol rules that depend on fid state (a
+//! fid walked while open, opened twice, read or written against its open
+//! mode), and the mapping of each message onto the [`Filesystem`] trait.
+//! Creation, directory reads, stat and wstat, and extended-attribute fids
+//! have modules of their own; this one dispatches to them.
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use ninep_wire::consts::{dotl, mode::*, open::*, unix::*};
+use bytes::Bytes;
+use ninep_wire::consts::{dotl, open::*};
 use ninep_wire::*;
 use tokio::sync::RwLockReadGuard;
 
 use crate::clunk::{self, Ending};
 use crate::convert;
 use crate::error::{Error, Result};
-use crate::fids::{FidState, Pending, Slot, Xattr};
-use crate::fs::{Cx, DirEntry, Filesystem, Opened, User, can_read, can_write};
+use crate::fids::{FidState, Pending, Slot};
+use crate::fs::{Cx, Filesystem, Opened, User, can_read, can_write};
 use crate::session::{Conn, Session};
-
-/// Largest extended attribute value accepted (Linux's XATTR_SIZE_MAX).
-const XATTR_SIZE_MAX: u64 = 64 * 1024;
+use crate::xattr::Xattr;
 
 /// The fids a request names, looked up or reserved as it arrived.
 pub(crate) struct Resolved<T> {
@@ -63,7 +64,8 @@ pub(crate) fn state<T>(guard: &Option<FidState<T>>) -> Result<&FidState<T>> {
     guard.as_ref().ok_or_else(unknown_fid)
 }
 
-fn check_new_name(name: &Name) -> Result<()> {
+/// Refuses a name no new file may have.
+pub(crate) fn check_new_name(name: &Name) -> Result<()> {
     if name.is_empty() || name.is_dot_or_dotdot() {
         return Err(Error::with_errno(Errno::EINVAL, "illegal name"));
     }
@@ -83,7 +85,7 @@ impl<F: Filesystem> Handler<'_, F> {
         }
     }
 
-    fn iounit(&self, opened: &Opened) -> u32 {
+    pub(crate) fn iounit(&self, opened: &Opened) -> u32 {
         let max = self.session.msize - IOHDRSZ;
         if opened.iounit == 0 {
             max
@@ -93,7 +95,6 @@ impl<F: Filesystem> Handler<'_, F> {
     }
 
     pub async fn run(self, msg: Msg, r: Resolved<F::File>) -> Result<Msg> {
-        let d = self.session.dialect;
         Ok(match msg {
             Msg::Tattach(m) => self.attach(m, r).await?,
             Msg::Twalk(m) => self.walk(m, r).await?,
@@ -115,18 +116,7 @@ impl<F: Filesystem> Handler<'_, F> {
                 .into()
             }
             Msg::Tcreate(m) => self.create(m, &r).await?,
-            Msg::Tlcreate(m) => {
-                check_new_name(&m.name)?;
-                let flags = m.flags & !(dotl::O_CREAT | dotl::O_EXCL);
-                let opened = self
-                    .create_file(&r, &m.name, m.mode & 0o7777, flags, m.gid, false)
-                    .await?;
-                Rlcreate {
-                    qid: opened.qid,
-                    iounit: self.iounit(&opened),
-                }
-                .into()
-            }
+            Msg::Tlcreate(m) => self.lcreate(m, &r).await?,
             Msg::Tread(m) => self.read(m, &r).await?,
             Msg::Twrite(m) => self.write(m, &r).await?,
             Msg::Tclunk(_) => {
@@ -137,33 +127,8 @@ impl<F: Filesystem> Handler<'_, F> {
                 self.end(r, Ending::Remove).await?;
                 Rremove {}.into()
             }
-            Msg::Tstat(_) => {
-                let g = read(&r.fid).await?;
-                let s = state(&g)?;
-                let attr = self.fs().getattr(&self.cx(s), &s.file).await?;
-                let ext = self.extension(s, &attr).await;
-                Rstat {
-                    stat: convert::stat(&attr, d, ext),
-                }
-                .into()
-            }
-            Msg::Twstat(m) => {
-                let g = read(&r.fid).await?;
-                let s = state(&g)?;
-                let cx = self.cx(s);
-                let attr = self.fs().getattr(&cx, &s.file).await?;
-                let (set, rename) = convert::wstat(&m.stat, &attr, d)?;
-                if set.is_empty() && rename.is_none() {
-                    self.fs().fsync(&cx, &s.file, false).await?;
-                }
-                if !set.is_empty() {
-                    self.fs().setattr(&cx, &s.file, &set).await?;
-                }
-                if let Some(name) = rename {
-                    self.fs().rename(&cx, &s.file, None, &name).await?;
-                }
-                Rwstat {}.into()
-            }
+            Msg::Tstat(_) => self.stat(&r).await?,
+            Msg::Twstat(m) => self.wstat(m, &r).await?,
             Msg::Tgetattr(_) => {
                 let g = read(&r.fid).await?;
                 let s = state(&g)?;
@@ -288,33 +253,8 @@ impl<F: Filesystem> Handler<'_, F> {
                 Runlinkat {}.into()
             }
             Msg::Treaddir(m) => self.readdir(m, &r).await?,
-            Msg::Txattrwalk(m) => {
-                let g = read(&r.fid).await?;
-                let s = state(&g)?;
-                let value = self.fs().xattr_get(&self.cx(s), &s.file, &m.name).await?;
-                let size = value.len() as u64;
-                let mut new = FidState::new(s.file.clone(), s.qid, s.user.clone());
-                new.xattr = Some(Xattr::Read(value));
-                new.open = Some(dotl::O_RDONLY);
-                r.new.ok_or_else(unknown_fid)?.fill(new);
-                Rxattrwalk { size }.into()
-            }
-            Msg::Txattrcreate(m) => {
-                if m.attr_size > XATTR_SIZE_MAX {
-                    return Err(Error::from_errno(Errno(7))); // E2BIG
-                }
-                let slot = r.fid.as_ref().ok_or_else(unknown_fid)?;
-                let mut g = slot.write().await;
-                let s = g.as_mut().ok_or_else(unknown_fid)?;
-                s.xattr = Some(Xattr::Write {
-                    name: m.name,
-                    size: m.attr_size,
-                    flags: m.flags,
-                    value: BytesMut::with_capacity(m.attr_size as usize),
-                });
-                s.open = Some(dotl::O_WRONLY);
-                Rxattrcreate {}.into()
-            }
+            Msg::Txattrwalk(m) => self.xattr_walk(m, r).await?,
+            Msg::Txattrcreate(m) => self.xattr_create(m, &r).await?,
             other => {
                 return Err(Error::with_errno(
                     Errno::EOPNOTSUPP,
@@ -428,132 +368,6 @@ impl<F: Filesystem> Handler<'_, F> {
         Ok(opened)
     }
 
-    async fn create(&self, m: Tcreate, r: &Resolved<F::File>) -> Result<Msg> {
-        check_new_name(&m.name)?;
-        let rclose = m.mode & ORCLOSE != 0;
-        let perm = m.perm;
-        let special = DMSYMLINK | DMLINK | DMDEVICE | DMNAMEDPIPE | DMSOCKET;
-        let opened = if perm & DMDIR != 0 || perm & special != 0 {
-            self.create_special(&m, r).await?
-        } else {
-            let mut mode = perm & (0o777 | DMAPPEND | DMEXCL | DMTMP);
-            if self.session.dialect == Dialect::U {
-                for (dm, bit) in [
-                    (DMSETUID, S_ISUID),
-                    (DMSETGID, S_ISGID),
-                    (DMSETVTX, S_ISVTX),
-                ] {
-                    if perm & dm != 0 {
-                        mode |= bit;
-                    }
-                }
-            }
-            let flags = convert::open_flags(m.mode);
-            self.create_file(r, &m.name, mode, flags, NONUNAME, rclose)
-                .await?
-        };
-        Ok(Rcreate {
-            qid: opened.qid,
-            iounit: self.iounit(&opened),
-        }
-        .into())
-    }
-
-    /// Creates and opens a regular file; the fid becomes the new file.
-    async fn create_file(
-        &self,
-        r: &Resolved<F::File>,
-        name: &Name,
-        mode: u32,
-        flags: u32,
-        gid: u32,
-        rclose: bool,
-    ) -> Result<Opened> {
-        let slot = r.fid.as_ref().ok_or_else(unknown_fid)?;
-        let mut g = slot.write().await;
-        let s = g.as_mut().ok_or_else(unknown_fid)?;
-        if s.open.is_some() {
-            return Err(Error::with_errno(Errno::EBADF, "fid already open"));
-        }
-        if !s.qid.ty.is_dir() {
-            return Err(Error::not_dir());
-        }
-        let cx = self.cx(s);
-        let (file, opened) = self
-            .fs()
-            .create(&cx, &s.file, name, mode, flags, gid)
-            .await?;
-        // A new file is free, so the claim is sure to be had.
-        let exclusive = if opened.qid.ty.contains(QidType::EXCL) {
-            self.conn.shared.exclusive.claim(opened.qid.path)
-        } else {
-            None
-        };
-        s.file = file;
-        s.qid = opened.qid;
-        s.open = Some(flags);
-        s.rclose = rclose;
-        s.exclusive = exclusive;
-        Ok(opened)
-    }
-
-    /// 9P2000 and .u Tcreate of a directory or (9P2000.u) a special file: made
-    /// with the matching .L operation, then walked to.
-    async fn create_special(&self, m: &Tcreate, r: &Resolved<F::File>) -> Result<Opened> {
-        let slot = r.fid.as_ref().ok_or_else(unknown_fid)?;
-        let mut g = slot.write().await;
-        let s = g.as_mut().ok_or_else(unknown_fid)?;
-        if s.open.is_some() {
-            return Err(Error::with_errno(Errno::EBADF, "fid already open"));
-        }
-        if !s.qid.ty.is_dir() {
-            return Err(Error::not_dir());
-        }
-        let cx = self.cx(s);
-        let fs = self.fs();
-        let perm = m.perm & 0o777;
-        let is_u = self.session.dialect == Dialect::U;
-        if m.perm & DMDIR != 0 {
-            if m.mode & 3 != OREAD || m.mode & (OTRUNC | ORCLOSE) != 0 {
-                return Err(Error::is_dir());
-            }
-            fs.mkdir(&cx, &s.file, &m.name, perm, NONUNAME).await?;
-        } else if !is_u {
-            return Err(Error::new("special files need 9P2000.u"));
-        } else if m.perm & DMSYMLINK != 0 {
-            fs.symlink(&cx, &s.file, &m.name, &m.extension, NONUNAME)
-                .await?;
-        } else if m.perm & DMLINK != 0 {
-            let fid: u32 = m
-                .extension
-                .trim()
-                .parse()
-                .map_err(|_| Error::new("bad hard link extension"))?;
-            let target = self.conn.fids.get(Fid(fid)).ok_or_else(unknown_fid)?;
-            if Arc::ptr_eq(&target, slot) {
-                return Err(Error::from_errno(Errno::EINVAL));
-            }
-            let tg = target.read().await;
-            let t = tg.as_ref().ok_or_else(unknown_fid)?;
-            fs.link(&cx, &s.file, &t.file, &m.name).await?;
-        } else {
-            let (ty, major, minor) = if m.perm & DMDEVICE != 0 {
-                parse_device(&m.extension)?
-            } else if m.perm & DMNAMEDPIPE != 0 {
-                (S_IFIFO, 0, 0)
-            } else {
-                (S_IFSOCK, 0, 0)
-            };
-            fs.mknod(&cx, &s.file, &m.name, ty | perm, major, minor, NONUNAME)
-                .await?;
-        }
-        let (file, qid) = fs.walk(&cx, &s.file, &m.name).await?;
-        s.file = file;
-        s.qid = qid;
-        s.open = Some(dotl::O_RDONLY);
-        Ok(Opened { qid, iounit: 0 })
-    }
-
     async fn read(&self, m: Tread, r: &Resolved<F::File>) -> Result<Msg> {
         let g = read(&r.fid).await?;
         let s = state(&g)?;
@@ -582,122 +396,6 @@ impl<F: Filesystem> Handler<'_, F> {
         Ok(Rread { data }.into())
     }
 
-    /// The listing of a directory fid, taken afresh when a read starts at 0.
-    async fn listing(&self, s: &FidState<F::File>, offset: u64) -> Result<Arc<Vec<DirEntry>>> {
-        let have = lock(&s.dir).entries.clone();
-        match have {
-            Some(entries) if offset != 0 => Ok(entries),
-            _ => {
-                let entries = Arc::new(self.fs().read_dir(&self.cx(s), &s.file).await?);
-                let mut cursor = lock(&s.dir);
-                cursor.entries = Some(entries.clone());
-                cursor.next_offset = 0;
-                cursor.next_index = 0;
-                Ok(entries)
-            }
-        }
-    }
-
-    /// A 9P2000 directory read: whole stat entries, from the offset where the
-    /// last read ended (or 0).
-    async fn read_stats(&self, s: &FidState<F::File>, offset: u64, count: u32) -> Result<Msg> {
-        let entries = self.listing(s, offset).await?;
-        let start = {
-            let cursor = lock(&s.dir);
-            if offset != cursor.next_offset {
-                return Err(Error::with_errno(
-                    Errno::EINVAL,
-                    "bad offset in directory read",
-                ));
-            }
-            cursor.next_index
-        };
-        let mut data = BytesMut::new();
-        let mut index = start;
-        for entry in &entries[start.min(entries.len())..] {
-            let ext = self.extension_of(s, entry).await;
-            let stat = convert::stat(&entry.attr, self.session.dialect, ext);
-            let len = stat.encoded_len(self.session.dialect) + 2;
-            if data.len() + len > count as usize {
-                break;
-            }
-            stat.encode_entry(&mut data, self.session.dialect)
-                .map_err(|e| Error::new(e.to_string()))?;
-            index += 1;
-        }
-        if index == start && start < entries.len() {
-            return Err(Error::with_errno(
-                Errno::EINVAL,
-                "read count too small for a directory entry",
-            ));
-        }
-        let mut cursor = lock(&s.dir);
-        cursor.next_offset = offset + data.len() as u64;
-        cursor.next_index = index;
-        Ok(Rread {
-            data: data.freeze(),
-        }
-        .into())
-    }
-
-    /// 9P2000.L Treaddir: `.`, `..`, then the listing; each entry's offset is
-    /// the cookie that resumes after it.
-    async fn readdir(&self, m: Treaddir, r: &Resolved<F::File>) -> Result<Msg> {
-        let g = read(&r.fid).await?;
-        let s = state(&g)?;
-        s.open.ok_or_else(not_open)?;
-        if !s.qid.ty.is_dir() {
-            return Err(Error::not_dir());
-        }
-        let count = m.count.min(self.session.msize - READDIRHDRSZ) as usize;
-        let entries = self.listing(s, m.offset).await?;
-        let cx = self.cx(s);
-        let dot = |name: &str, qid: Qid, offset: u64| Dirent {
-            qid,
-            offset,
-            ty: dotl::DT_DIR,
-            name: Name::new(name).unwrap_or_default(),
-        };
-        let mut data = BytesMut::new();
-        let mut index = m.offset;
-        loop {
-            let entry = match index {
-                0 => dot(".", s.qid, 1),
-                1 => {
-                    let parent = match self.fs().walk(&cx, &s.file, &dotdot()).await {
-                        Ok((_, qid)) => qid,
-                        Err(_) => s.qid,
-                    };
-                    dot("..", parent, 2)
-                }
-                i => match entries.get((i - 2) as usize) {
-                    Some(e) => Dirent {
-                        qid: e.attr.qid,
-                        offset: i + 1,
-                        ty: convert::dirent_type(&e.attr),
-                        name: e.name.clone(),
-                    },
-                    None => break,
-                },
-            };
-            if data.len() + entry.encoded_len() > count {
-                break;
-            }
-            entry.encode(&mut data);
-            index += 1;
-        }
-        if data.is_empty() && (index as usize) < entries.len() + 2 {
-            return Err(Error::with_errno(
-                Errno::EINVAL,
-                "read count too small for a directory entry",
-            ));
-        }
-        Ok(Rreaddir {
-            data: data.freeze(),
-        }
-        .into())
-    }
-
     async fn write(&self, m: Twrite, r: &Resolved<F::File>) -> Result<Msg> {
         let g = read(&r.fid).await?;
         let s = state(&g)?;
@@ -723,59 +421,12 @@ impl<F: Filesystem> Handler<'_, F> {
         .into())
     }
 
-    async fn write_xattr(&self, m: Twrite, r: &Resolved<F::File>) -> Result<Msg> {
-        let slot = r.fid.as_ref().ok_or_else(unknown_fid)?;
-        let mut g = slot.write().await;
-        let s = g.as_mut().ok_or_else(unknown_fid)?;
-        let Some(Xattr::Write { size, value, .. }) = &mut s.xattr else {
-            return Err(not_open());
-        };
-        let end = m.offset.checked_add(m.data.len() as u64);
-        if m.offset != value.len() as u64 || end.is_none_or(|end| end > *size) {
-            return Err(Error::from_errno(Errno::EINVAL));
-        }
-        value.extend_from_slice(&m.data);
-        Ok(Rwrite {
-            count: m.data.len() as u32,
-        }
-        .into())
-    }
-
     /// Tclunk, Tremove: ends the fid, which left the table as the request
     /// arrived.
     async fn end(&self, r: Resolved<F::File>, how: Ending) -> Result<()> {
         let slot = r.fid.ok_or_else(unknown_fid)?;
         let conn = self.conn;
         clunk::end(&conn.tasks, &conn.shared, slot, self.session.dialect, how).await
-    }
-
-    /// The 9P2000.u stat extension of a file: a symlink's target, a device's
-    /// numbers.
-    async fn extension(&self, s: &FidState<F::File>, attr: &crate::fs::Attr) -> String {
-        if self.session.dialect != Dialect::U {
-            return String::new();
-        }
-        if attr.mode & S_IFMT == S_IFLNK {
-            return self
-                .fs()
-                .readlink(&self.cx(s), &s.file)
-                .await
-                .unwrap_or_default();
-        }
-        convert::device_extension(attr).unwrap_or_default()
-    }
-
-    async fn extension_of(&self, dir: &FidState<F::File>, entry: &DirEntry) -> String {
-        if self.session.dialect != Dialect::U {
-            return String::new();
-        }
-        if entry.attr.mode & S_IFMT == S_IFLNK {
-            let cx = self.cx(dir);
-            if let Ok((file, _)) = self.fs().walk(&cx, &dir.file, &entry.name).await {
-                return self.fs().readlink(&cx, &file).await.unwrap_or_default();
-            }
-        }
-        convert::device_extension(&entry.attr).unwrap_or_default()
     }
 }
 
@@ -797,14 +448,6 @@ impl<'r, T> Other<'r, T> {
     }
 }
 
-fn dotdot() -> Name {
-    Name::new("..").unwrap_or_default()
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// `count` bytes of `value` from `offset`, empty past the end.
 pub(crate) fn slice_at(value: &Bytes, offset: u64, count: u32) -> Bytes {
     let len = value.len() as u64;
@@ -813,18 +456,4 @@ pub(crate) fn slice_at(value: &Bytes, offset: u64, count: u32) -> Bytes {
     }
     let end = offset.saturating_add(count as u64).min(len);
     value.slice(offset as usize..end as usize)
-}
-
-/// `c 1 3` or `b 8 1` from a 9P2000.u extension.
-fn parse_device(ext: &str) -> Result<(u32, u32, u32)> {
-    let bad = || Error::new("bad device extension");
-    let mut parts = ext.split_whitespace();
-    let ty = match parts.next() {
-        Some("c") => S_IFCHR,
-        Some("b") => S_IFBLK,
-        _ => return Err(bad()),
-    };
-    let major = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-    let minor = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-    Ok((ty, major, minor))
 }
