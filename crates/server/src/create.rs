@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use ninep_wire::consts::{dotl, mode::*, open::*, unix::*};
 use ninep_wire::*;
+use tokio::sync::RwLockWriteGuard;
 
 use crate::convert;
 use crate::dispatch::{Handler, Resolved, check_new_name, unknown_fid};
 use crate::error::{Error, Result};
+use crate::fids::FidState;
 use crate::fs::{Filesystem, Opened};
 
 impl<F: Filesystem> Handler<'_, F> {
@@ -45,6 +47,24 @@ impl<F: Filesystem> Handler<'_, F> {
         .into())
     }
 
+    /// The request's fid, locked, as a create needs it: a directory, not
+    /// open.
+    async fn directory_to_create_in<'r>(
+        &self,
+        r: &'r Resolved<F::File>,
+    ) -> Result<RwLockWriteGuard<'r, Option<FidState<F::File>>>> {
+        let slot = r.fid.as_ref().ok_or_else(unknown_fid)?;
+        let g = slot.write().await;
+        let s = g.as_ref().ok_or_else(unknown_fid)?;
+        if s.open.is_some() {
+            return Err(Error::with_errno(Errno::EBADF, "fid already open"));
+        }
+        if !s.qid.ty.is_dir() {
+            return Err(Error::not_dir());
+        }
+        Ok(g)
+    }
+
     /// Creates and opens a regular file; the fid becomes the new file.
     async fn create_file(
         &self,
@@ -55,21 +75,14 @@ impl<F: Filesystem> Handler<'_, F> {
         gid: u32,
         rclose: bool,
     ) -> Result<Opened> {
-        let slot = r.fid.as_ref().ok_or_else(unknown_fid)?;
-        let mut g = slot.write().await;
+        let mut g = self.directory_to_create_in(r).await?;
         let s = g.as_mut().ok_or_else(unknown_fid)?;
-        if s.open.is_some() {
-            return Err(Error::with_errno(Errno::EBADF, "fid already open"));
-        }
-        if !s.qid.ty.is_dir() {
-            return Err(Error::not_dir());
-        }
         let cx = self.cx(s);
         let (file, opened) = self
             .fs()
             .create(&cx, &s.file, name, mode, flags, gid)
             .await?;
-        // A new file is free, so the claim is sure to be had.
+        // A file just made is open nowhere else: the claim is there to take.
         let exclusive = if opened.qid.ty.contains(QidType::EXCL) {
             self.conn.shared.exclusive.claim(opened.qid.path)
         } else {
@@ -86,15 +99,8 @@ impl<F: Filesystem> Handler<'_, F> {
     /// 9P2000 and .u Tcreate of a directory or (9P2000.u) a special file: made
     /// with the matching .L operation, then walked to.
     async fn create_special(&self, m: &Tcreate, r: &Resolved<F::File>) -> Result<Opened> {
-        let slot = r.fid.as_ref().ok_or_else(unknown_fid)?;
-        let mut g = slot.write().await;
+        let mut g = self.directory_to_create_in(r).await?;
         let s = g.as_mut().ok_or_else(unknown_fid)?;
-        if s.open.is_some() {
-            return Err(Error::with_errno(Errno::EBADF, "fid already open"));
-        }
-        if !s.qid.ty.is_dir() {
-            return Err(Error::not_dir());
-        }
         let cx = self.cx(s);
         let fs = self.fs();
         let perm = m.perm & 0o777;
@@ -116,7 +122,7 @@ impl<F: Filesystem> Handler<'_, F> {
                 .parse()
                 .map_err(|_| Error::new("bad hard link extension"))?;
             let target = self.conn.fids.get(Fid(fid)).ok_or_else(unknown_fid)?;
-            if Arc::ptr_eq(&target, slot) {
+            if r.fid.as_ref().is_some_and(|dir| Arc::ptr_eq(&target, dir)) {
                 return Err(Error::from_errno(Errno::EINVAL));
             }
             let tg = target.read().await;
