@@ -3,7 +3,7 @@
 //! dirents from a cookie. Both serve a listing taken when a read starts at
 //! offset 0, so offsets never skip or repeat an entry.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use ninep_wire::consts::dotl;
@@ -27,12 +27,12 @@ pub(crate) struct DirCursor {
 impl<F: Filesystem> Handler<'_, F> {
     /// The listing of a directory fid, taken afresh when a read starts at 0.
     async fn listing(&self, s: &FidState<F::File>, offset: u64) -> Result<Arc<Vec<DirEntry>>> {
-        let have = lock(&s.dir).entries.clone();
+        let have = s.dir.lock().entries.clone();
         match have {
             Some(entries) if offset != 0 => Ok(entries),
             _ => {
                 let entries = Arc::new(self.fs().read_dir(&self.cx(s), &s.file).await?);
-                let mut cursor = lock(&s.dir);
+                let mut cursor = s.dir.lock();
                 cursor.entries = Some(entries.clone());
                 cursor.next_offset = 0;
                 cursor.next_index = 0;
@@ -51,7 +51,7 @@ impl<F: Filesystem> Handler<'_, F> {
     ) -> Result<Msg> {
         let entries = self.listing(s, offset).await?;
         let start = {
-            let cursor = lock(&s.dir);
+            let cursor = s.dir.lock();
             if offset != cursor.next_offset {
                 return Err(Error::with_errno(
                     Errno::EINVAL,
@@ -79,7 +79,7 @@ impl<F: Filesystem> Handler<'_, F> {
                 "read count too small for a directory entry",
             ));
         }
-        let mut cursor = lock(&s.dir);
+        let mut cursor = s.dir.lock();
         cursor.next_offset = offset + data.len() as u64;
         cursor.next_index = index;
         Ok(Rread {
@@ -149,8 +149,4 @@ impl<F: Filesystem> Handler<'_, F> {
 
 fn dotdot() -> Name {
     Name::new("..").unwrap_or_default()
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -8,9 +8,10 @@
 //! locked, and requests that name it wait until its creator finishes.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ninep_wire::{Fid, Qid};
+use parking_lot::Mutex;
 use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
 
 use crate::dirread::DirCursor;
@@ -56,11 +57,7 @@ pub(crate) struct ExclusiveFiles(Arc<Mutex<HashSet<u64>>>);
 impl ExclusiveFiles {
     /// Claims the file with qid path `path`; `None` if it is open already.
     pub fn claim(&self, path: u64) -> Option<Exclusive> {
-        let claimed = self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(path);
+        let claimed = self.0.lock().insert(path);
         claimed.then(|| Exclusive {
             files: self.clone(),
             path,
@@ -76,11 +73,7 @@ pub(crate) struct Exclusive {
 
 impl Drop for Exclusive {
     fn drop(&mut self) {
-        self.files
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.path);
+        self.files.0.lock().remove(&self.path);
     }
 }
 
@@ -107,19 +100,14 @@ impl<T: Send + Sync + 'static> Fids<T> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Fid, Arc<Slot<T>>>> {
-        // A panic elsewhere cannot leave the map itself inconsistent.
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub fn get(&self, fid: Fid) -> Option<Arc<Slot<T>>> {
-        self.lock().get(&fid).cloned()
+        self.table.lock().get(&fid).cloned()
     }
 
     /// Reserves `fid` for a fid being created; it stays locked until the
     /// returned [`Pending`] is filled or dropped.
     pub fn reserve(&self, fid: Fid) -> Result<Pending<T>, Refusal> {
-        let mut table = self.lock();
+        let mut table = self.table.lock();
         if fid == Fid::NOFID || table.contains_key(&fid) {
             return Err(Refusal::InUse);
         }
@@ -127,10 +115,7 @@ impl<T: Send + Sync + 'static> Fids<T> {
             return Err(Refusal::TooMany);
         }
         let slot = Arc::new(RwLock::new(None));
-        let guard = slot
-            .clone()
-            .try_write_owned()
-            .unwrap_or_else(|_| unreachable!("a new lock is free"));
+        let guard = slot.clone().try_write_owned().expect("a new lock is free");
         table.insert(fid, slot.clone());
         Ok(Pending {
             fid,
@@ -142,12 +127,12 @@ impl<T: Send + Sync + 'static> Fids<T> {
 
     /// Takes `fid` out of the table (Tclunk, Tremove).
     pub fn remove(&self, fid: Fid) -> Option<Arc<Slot<T>>> {
-        self.lock().remove(&fid)
+        self.table.lock().remove(&fid)
     }
 
     /// Empties the table (Tversion, hang-up).
     pub fn drain(&self) -> Vec<Arc<Slot<T>>> {
-        self.lock().drain().map(|(_, slot)| slot).collect()
+        self.table.lock().drain().map(|(_, slot)| slot).collect()
     }
 }
 
@@ -172,7 +157,7 @@ impl<T> Drop for Pending<T> {
     fn drop(&mut self) {
         let filled = self.guard.as_ref().is_some_and(|g| g.is_some());
         if !filled {
-            let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            let mut table = self.table.lock();
             if table
                 .get(&self.fid)
                 .is_some_and(|s| Arc::ptr_eq(s, &self.slot))

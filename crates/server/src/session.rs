@@ -16,14 +16,15 @@
 //! shared between connections: a peer that stalls stalls only itself.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ninep_transport::{Frame, FrameCodec, Room, Stream, Writer};
 use ninep_wire::*;
+use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
@@ -81,14 +82,10 @@ pub(crate) struct Conn<F: Filesystem> {
 }
 
 impl<F: Filesystem> Conn<F> {
-    fn inflight(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Inflight>> {
-        self.inflight.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Sends a reply the reader makes itself, once there is room for it.
     async fn send(&self, session: Session, tag: u16, msg: Msg) {
         let room = self.replies.room().await;
-        let alone = self.alone(&self.inflight());
+        let alone = self.alone(&self.inflight.lock());
         post(room, encode_reply(Fcall { tag, msg }, session), alone);
     }
 
@@ -104,7 +101,7 @@ impl<F: Filesystem> Conn<F> {
     /// unless it was flushed; false if it was.
     pub(crate) async fn send_piece(&self, session: Session, tag: u16, id: u64, msg: Msg) -> bool {
         let room = self.replies.room().await;
-        let inflight = self.inflight();
+        let inflight = self.inflight.lock();
         let live = inflight.get(&tag).is_some_and(|e| e.id == id);
         if live {
             // More pieces follow: no hurry.
@@ -118,7 +115,7 @@ impl<F: Filesystem> Conn<F> {
     /// send.
     async fn finish(&self, session: Session, tag: u16, id: u64, msg: Msg) {
         let room = self.replies.room().await;
-        let mut inflight = self.inflight();
+        let mut inflight = self.inflight.lock();
         if inflight.get(&tag).is_some_and(|e| e.id == id) {
             inflight.remove(&tag);
             let alone = self.alone(&inflight);
@@ -267,7 +264,7 @@ async fn receive<F: Filesystem>(
         return None;
     }
     if let Msg::Tscredit(_) | Msg::Tsdata(_) = &fcall.msg {
-        if let Some(Some(io)) = conn.inflight().get(&tag).map(|e| &e.stream_io) {
+        if let Some(Some(io)) = conn.inflight.lock().get(&tag).map(|e| &e.stream_io) {
             io.deliver(fcall.msg);
         }
         return None;
@@ -314,7 +311,7 @@ async fn receive<F: Filesystem>(
         return None;
     }
     let task = conn.tasks.spawn(request);
-    if let Some(entry) = conn.inflight().get_mut(&tag)
+    if let Some(entry) = conn.inflight.lock().get_mut(&tag)
         && entry.id == id
     {
         entry.abort = Some(task.abort_handle());
@@ -330,7 +327,7 @@ fn admit<F: Filesystem>(
     id: u64,
     stream_io: Option<StreamIo>,
 ) -> Result<(), Error> {
-    let mut inflight = conn.inflight();
+    let mut inflight = conn.inflight.lock();
     if inflight.contains_key(&tag) {
         return Err(Error::with_errno(Errno::EPROTO, "duplicate tag"));
     }
@@ -395,7 +392,7 @@ fn version(v: &Tversion, max_msize: u32, offered: bool) -> (Msg, Option<Session>
 /// Tflush: cancels `oldtag` if it is still running, then answers.
 async fn flush<F: Filesystem>(conn: &Conn<F>, session: Session, tag: u16, oldtag: u16) {
     let room = conn.replies.room().await;
-    let mut inflight = conn.inflight();
+    let mut inflight = conn.inflight.lock();
     if let Some(entry) = inflight.remove(&oldtag)
         && let Some(abort) = entry.abort
     {
@@ -414,7 +411,7 @@ async fn flush<F: Filesystem>(conn: &Conn<F>, session: Session, tag: u16, oldtag
 /// Nothing of the old session then runs on into the next: no request holds
 /// a fid, and every file it held for exclusive use is free.
 async fn reset<F: Filesystem>(conn: &Arc<Conn<F>>, dialect: Dialect) {
-    let cancelled: Vec<Inflight> = conn.inflight().drain().map(|(_, e)| e).collect();
+    let cancelled: Vec<Inflight> = conn.inflight.lock().drain().map(|(_, e)| e).collect();
     for entry in cancelled {
         if let Some(abort) = entry.abort {
             abort.abort();

@@ -5,12 +5,13 @@
 mod transcript;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use ninep_server::tree::{Dir, Tree, TreeFile};
 use ninep_server::{Attr, Cx, Filesystem, Limits, Opened, Result, User};
 use ninep_wire::{Name, Qid, QidType};
+use parking_lot::Mutex;
 use transcript::{HELLO_9P2000, limits, play};
 
 type Clunks = Arc<Mutex<HashMap<String, usize>>>;
@@ -30,7 +31,7 @@ fn exclusive() -> (Exclusive, Clunks) {
         .file("excl", "mine")
         .file("block", "")
         .read("clunks", move |_| {
-            let n = counted.lock().unwrap().get("excl").copied().unwrap_or(0);
+            let n = counted.lock().get("excl").copied().unwrap_or(0);
             Ok(n.to_string())
         });
     let fs = Exclusive {
@@ -90,7 +91,7 @@ impl Filesystem for Exclusive {
                 tokio::task::yield_now().await;
             }
         }
-        *self.clunks.lock().unwrap().entry(name).or_default() += 1;
+        *self.clunks.lock().entry(name).or_default() += 1;
         Ok(())
     }
 }
@@ -146,7 +147,7 @@ async fn a_clunk_on_a_tag_in_use_leaves_the_fid_and_its_claim() {
     );
     play(fs, limits(), &script).await;
     // fid 1 at its Tclunk, fid 3 when the connection ended.
-    assert_eq!(clunks.lock().unwrap().get("excl"), Some(&2));
+    assert_eq!(clunks.lock().get("excl"), Some(&2));
 }
 
 #[tokio::test]
@@ -172,7 +173,7 @@ async fn a_clunk_past_the_request_limit_leaves_the_fid_and_its_claim() {
         "
     );
     play(fs, one_request, &script).await;
-    assert_eq!(clunks.lock().unwrap().get("excl"), Some(&2));
+    assert_eq!(clunks.lock().get("excl"), Some(&2));
 }
 
 #[tokio::test]
@@ -195,7 +196,7 @@ async fn a_clunk_cut_short_by_tversion_still_ends_the_fid() {
     );
     play(fs, limits(), &script).await;
     // fid 3 and fid 1 of the first session, fid 2 of the second.
-    assert_eq!(clunks.lock().unwrap().get("excl"), Some(&3));
+    assert_eq!(clunks.lock().get("excl"), Some(&3));
 }
 
 #[tokio::test]
@@ -216,5 +217,5 @@ async fn a_flushed_clunk_still_ends_the_fid() {
         "
     );
     play(fs, limits(), &script).await;
-    assert_eq!(clunks.lock().unwrap().get("excl"), Some(&2));
+    assert_eq!(clunks.lock().get("excl"), Some(&2));
 }

@@ -4,12 +4,13 @@
 
 mod transcript;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use ninep_server::{Attr, Cx, Error, Filesystem, Result, SetAttr, SetTime, Time, User};
 use ninep_wire::consts::unix::{S_IFDIR, S_IFMT, S_IFREG};
 use ninep_wire::{Name, Qid, QidType};
+use parking_lot::Mutex;
 use transcript::{HELLO_9P2000, limits, play};
 
 /// A root directory of files that are only attributes: a file is its qid
@@ -60,10 +61,10 @@ impl Filesystem for Attrs {
     type File = u64;
 
     async fn attach(&self, _user: &User) -> Result<(u64, Qid)> {
-        Ok((0, self.files.lock().unwrap()[0].qid))
+        Ok((0, self.files.lock()[0].qid))
     }
     async fn walk(&self, _cx: &Cx, dir: &u64, name: &Name) -> Result<(u64, Qid)> {
-        let files = self.files.lock().unwrap();
+        let files = self.files.lock();
         if name == ".." {
             return Ok((0, files[0].qid));
         }
@@ -74,10 +75,10 @@ impl Filesystem for Attrs {
         Ok((attr.qid.path, attr.qid))
     }
     async fn getattr(&self, _cx: &Cx, file: &u64) -> Result<Attr> {
-        Ok(self.files.lock().unwrap()[*file as usize].clone())
+        Ok(self.files.lock()[*file as usize].clone())
     }
     async fn setattr(&self, _cx: &Cx, file: &u64, set: &SetAttr) -> Result<()> {
-        let mut files = self.files.lock().unwrap();
+        let mut files = self.files.lock();
         let attr = &mut files[*file as usize];
         if let Some(mode) = set.mode {
             attr.mode = attr.mode & S_IFMT | mode;
@@ -99,7 +100,7 @@ impl Filesystem for Attrs {
         Ok(())
     }
     async fn rename(&self, _cx: &Cx, file: &u64, _newdir: Option<&u64>, name: &Name) -> Result<()> {
-        self.files.lock().unwrap()[*file as usize].name = name.to_string();
+        self.files.lock()[*file as usize].name = name.to_string();
         Ok(())
     }
     async fn fsync(&self, _cx: &Cx, _file: &u64, _datasync: bool) -> Result<()> {
