@@ -95,10 +95,12 @@ impl<F> std::fmt::Debug for Server<F> {
 }
 
 impl<F: Filesystem> Server<F> {
+    /// A server of `fs` with the default limits.
     pub fn new(fs: F) -> Self {
         Self::with_limits(fs, Limits::default())
     }
 
+    /// A server of `fs` within `limits`.
     pub fn with_limits(fs: F, limits: Limits) -> Self {
         Self::with_stream_limits(fs, limits, StreamLimits::default())
     }
@@ -115,14 +117,17 @@ impl<F: Filesystem> Server<F> {
         }
     }
 
+    /// The limits it serves within.
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
     }
 
+    /// The limits of the stream extension.
     pub fn stream_limits(&self) -> &StreamLimits {
         &self.shared.stream_limits
     }
 
+    /// The file server served.
     pub fn fs(&self) -> &F {
         &self.shared.fs
     }

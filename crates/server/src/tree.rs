@@ -66,6 +66,7 @@ fn name(name: &str) -> Name {
 }
 
 impl Dir {
+    /// An empty directory.
     pub fn new() -> Self {
         Dir::default()
     }
@@ -157,6 +158,7 @@ impl std::fmt::Debug for Tree {
 }
 
 impl Tree {
+    /// The tree with `root` as its root directory.
     pub fn new(root: Dir) -> Tree {
         let mut next = 0;
         Tree {
