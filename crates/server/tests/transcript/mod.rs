@@ -17,7 +17,11 @@ use ninep_wire::*;
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::FramedRead;
 
+// The mux's and ramfs's transcripts include this module too, and have
+// beginnings and limits of their own.
+
 /// Version and attach in 9P2000, as most scripts begin.
+#[allow(dead_code)]
 pub const HELLO_9P2000: &str = "
 -> Tversion tag 65535 msize 8192 version '9P2000'
 <- Rversion tag 65535 msize 8192 version '9P2000'
@@ -26,6 +30,7 @@ pub const HELLO_9P2000: &str = "
 ";
 
 /// The limits scripts are written for: msize 8192, the rest as default.
+#[allow(dead_code)]
 pub fn limits() -> Limits {
     Limits {
         msize: 8192,
