@@ -150,12 +150,28 @@ pub(crate) fn open_flags(mode: u8) -> u32 {
 }
 
 /// What a Twstat asks for: attribute changes and perhaps a new name. Fields
-/// left at "don't touch" (all ones, empty) are not changed.
+/// left at "don't touch" (all ones, empty) are not changed; the type, dev,
+/// qid and muid cannot be, and a stat that touches one is refused whole,
+/// as lib9p refuses it.
 pub(crate) fn wstat(
     stat: &Stat,
     current: &Attr,
     dialect: Dialect,
 ) -> Result<(SetAttr, Option<Name>)> {
+    let keep = Stat::dont_touch();
+    for (touched, refusal) in [
+        (stat.ty != keep.ty, "wstat -- attempt to change type"),
+        (stat.dev != keep.dev, "wstat -- attempt to change dev"),
+        (stat.qid != keep.qid, "wstat -- attempt to change qid"),
+        (
+            !stat.muid.is_empty() || stat.n_muid != keep.n_muid,
+            "wstat -- attempt to change muid",
+        ),
+    ] {
+        if touched {
+            return Err(Error::with_errno(ninep_wire::Errno::EPERM, refusal));
+        }
+    }
     let mut set = SetAttr::default();
     if stat.mode != !0 {
         if (stat.mode & DMDIR != 0) != current.is_dir() {

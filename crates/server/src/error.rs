@@ -14,6 +14,7 @@ pub struct Error {
     ename: Option<Cow<'static, str>>,
 }
 
+/// The result of a file-server operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
@@ -35,6 +36,7 @@ impl Error {
         Error { errno, ename: None }
     }
 
+    /// The errno a 9P2000.u or 9P2000.L peer sees.
     pub fn errno(&self) -> Errno {
         self.errno
     }
@@ -44,22 +46,27 @@ impl Error {
         self.ename.as_deref().unwrap_or_else(|| self.errno.ename())
     }
 
+    /// ENOENT: no such file.
     pub fn not_found() -> Error {
         Error::from_errno(Errno::ENOENT)
     }
 
+    /// EEXIST: the name is taken.
     pub fn exists() -> Error {
         Error::from_errno(Errno::EEXIST)
     }
 
+    /// ENOTDIR: a directory was needed.
     pub fn not_dir() -> Error {
         Error::from_errno(Errno::ENOTDIR)
     }
 
+    /// EISDIR: not for a directory.
     pub fn is_dir() -> Error {
         Error::from_errno(Errno::EISDIR)
     }
 
+    /// EACCES: permission denied.
     pub fn access() -> Error {
         Error::from_errno(Errno::EACCES)
     }
@@ -78,6 +85,7 @@ impl Error {
         Error::with_errno(Errno::EPERM, ename)
     }
 
+    /// EOPNOTSUPP: the operation means nothing here.
     pub fn not_supported() -> Error {
         Error::from_errno(Errno::EOPNOTSUPP)
     }

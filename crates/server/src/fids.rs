@@ -7,14 +7,16 @@
 //! request arrives; a fid being created (by attach or walk) is inserted
 //! locked, and requests that name it wait until its creator finishes.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
 use ninep_wire::{Fid, Qid};
+use parking_lot::Mutex;
 use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
 
-use crate::fs::{DirEntry, User};
+use crate::dirread::DirCursor;
+use crate::fs::User;
+use crate::xattr::Xattr;
 
 /// What the framework knows of a fid besides the file server's `File`.
 pub(crate) struct FidState<T> {
@@ -25,8 +27,9 @@ pub(crate) struct FidState<T> {
     pub open: Option<u32>,
     /// Remove the file when the fid is clunked (9P2000 ORCLOSE).
     pub rclose: bool,
-    /// Holds the exclusive-use claim on its file (DMEXCL).
-    pub excl: bool,
+    /// The exclusive-use claim on its file (DMEXCL) while it is open. It
+    /// goes with the state, however the fid ends.
+    pub exclusive: Option<Exclusive>,
     pub dir: Mutex<DirCursor>,
     pub xattr: Option<Xattr>,
 }
@@ -39,31 +42,39 @@ impl<T> FidState<T> {
             user,
             open: None,
             rclose: false,
-            excl: false,
+            exclusive: None,
             dir: Mutex::new(DirCursor::default()),
             xattr: None,
         }
     }
 }
 
-/// A directory listing being read: taken when a read starts at offset 0.
-#[derive(Default)]
-pub(crate) struct DirCursor {
-    pub entries: Option<Arc<Vec<DirEntry>>>,
-    /// 9P2000: the offset the next read must start at, and the entry it is at.
-    pub next_offset: u64,
-    pub next_index: usize,
+/// The files open for exclusive use (DMEXCL) anywhere on a server, by qid
+/// path.
+#[derive(Clone, Default)]
+pub(crate) struct ExclusiveFiles(Arc<Mutex<HashSet<u64>>>);
+
+impl ExclusiveFiles {
+    /// Claims the file with qid path `path`; `None` if it is open already.
+    pub fn claim(&self, path: u64) -> Option<Exclusive> {
+        let claimed = self.0.lock().insert(path);
+        claimed.then(|| Exclusive {
+            files: self.clone(),
+            path,
+        })
+    }
 }
 
-/// A fid made by Txattrwalk (read a value) or Txattrcreate (write one).
-pub(crate) enum Xattr {
-    Read(Bytes),
-    Write {
-        name: String,
-        size: u64,
-        flags: u32,
-        value: BytesMut,
-    },
+/// A file claimed for exclusive use: free again once this is dropped.
+pub(crate) struct Exclusive {
+    files: ExclusiveFiles,
+    path: u64,
+}
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        self.files.0.lock().remove(&self.path);
+    }
 }
 
 pub(crate) type Slot<T> = RwLock<Option<FidState<T>>>;
@@ -89,19 +100,14 @@ impl<T: Send + Sync + 'static> Fids<T> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Fid, Arc<Slot<T>>>> {
-        // A panic elsewhere cannot leave the map itself inconsistent.
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub fn get(&self, fid: Fid) -> Option<Arc<Slot<T>>> {
-        self.lock().get(&fid).cloned()
+        self.table.lock().get(&fid).cloned()
     }
 
     /// Reserves `fid` for a fid being created; it stays locked until the
     /// returned [`Pending`] is filled or dropped.
     pub fn reserve(&self, fid: Fid) -> Result<Pending<T>, Refusal> {
-        let mut table = self.lock();
+        let mut table = self.table.lock();
         if fid == Fid::NOFID || table.contains_key(&fid) {
             return Err(Refusal::InUse);
         }
@@ -109,10 +115,7 @@ impl<T: Send + Sync + 'static> Fids<T> {
             return Err(Refusal::TooMany);
         }
         let slot = Arc::new(RwLock::new(None));
-        let guard = slot
-            .clone()
-            .try_write_owned()
-            .unwrap_or_else(|_| unreachable!("a new lock is free"));
+        let guard = slot.clone().try_write_owned().expect("a new lock is free");
         table.insert(fid, slot.clone());
         Ok(Pending {
             fid,
@@ -124,12 +127,12 @@ impl<T: Send + Sync + 'static> Fids<T> {
 
     /// Takes `fid` out of the table (Tclunk, Tremove).
     pub fn remove(&self, fid: Fid) -> Option<Arc<Slot<T>>> {
-        self.lock().remove(&fid)
+        self.table.lock().remove(&fid)
     }
 
     /// Empties the table (Tversion, hang-up).
     pub fn drain(&self) -> Vec<Arc<Slot<T>>> {
-        self.lock().drain().map(|(_, slot)| slot).collect()
+        self.table.lock().drain().map(|(_, slot)| slot).collect()
     }
 }
 
@@ -154,7 +157,7 @@ impl<T> Drop for Pending<T> {
     fn drop(&mut self) {
         let filled = self.guard.as_ref().is_some_and(|g| g.is_some());
         if !filled {
-            let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            let mut table = self.table.lock();
             if table
                 .get(&self.fid)
                 .is_some_and(|s| Arc::ptr_eq(s, &self.slot))

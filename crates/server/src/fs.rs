@@ -30,7 +30,9 @@ pub struct User {
 /// The context of one request.
 #[derive(Debug, Clone)]
 pub struct Cx {
+    /// Who the fid's attach was made as.
     pub user: Arc<User>,
+    /// The dialect of the session, for servers whose answers differ by it.
     pub dialect: Dialect,
     /// The read is one of a stream's (docs/streams.md): more follow, each
     /// starting where the last ended, so reading ahead is safe to start.
@@ -40,11 +42,14 @@ pub struct Cx {
 /// A time as 9P2000.L carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Time {
+    /// Seconds since the Unix epoch.
     pub sec: u64,
+    /// Nanoseconds past `sec`.
     pub nsec: u32,
 }
 
 impl Time {
+    /// The system clock's time.
     pub fn now() -> Time {
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -60,29 +65,42 @@ impl Time {
 /// 9P2000.L getattr.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Attr {
+    /// The file's qid, as walks to it answer.
     pub qid: Qid,
     /// The last path element; `/` for the root.
     pub name: String,
     /// Unix `st_mode`: file type bits and permissions (`S_IFDIR | 0o755`).
     pub mode: u32,
+    /// The owner's name (9P2000 stat).
     pub uid: String,
+    /// The group's name (9P2000 stat).
     pub gid: String,
     /// Who last modified the file.
     pub muid: String,
+    /// The owner's numeric id (9P2000.u stat, 9P2000.L getattr).
     pub n_uid: u32,
+    /// The group's numeric id (9P2000.u stat, 9P2000.L getattr).
     pub n_gid: u32,
+    /// Number of hard links.
     pub nlink: u64,
     /// Device number of a device file, as Linux encodes it.
     pub rdev: u64,
+    /// Length in bytes (directories report 0 in a 9P2000 stat).
     pub size: u64,
+    /// Preferred I/O size.
     pub blksize: u64,
+    /// 512-byte blocks allocated.
     pub blocks: u64,
+    /// Last access.
     pub atime: Time,
+    /// Last change of the contents.
     pub mtime: Time,
+    /// Last change of the attributes.
     pub ctime: Time,
 }
 
 impl Attr {
+    /// True if `mode` says the file is a directory.
     pub fn is_dir(&self) -> bool {
         self.mode & unix::S_IFMT == unix::S_IFDIR
     }
@@ -91,7 +109,9 @@ impl Attr {
 /// A time to set: the server's clock, or a given time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetTime {
+    /// The server's clock at the time of the change.
     Now,
+    /// This time.
     At(Time),
 }
 
@@ -100,18 +120,24 @@ pub enum SetTime {
 pub struct SetAttr {
     /// Permission bits (07777) only; the file type never changes.
     pub mode: Option<u32>,
+    /// An owner by numeric id.
     pub uid: Option<u32>,
+    /// A group by numeric id.
     pub gid: Option<u32>,
     /// A group by name, as 9P2000 wstat names it.
     pub gid_name: Option<String>,
+    /// A new length: the file is truncated or extended with zeros.
     pub size: Option<u64>,
+    /// A new access time.
     pub atime: Option<SetTime>,
+    /// A new modification time.
     pub mtime: Option<SetTime>,
     /// Bump ctime even if nothing else changes.
     pub ctime: bool,
 }
 
 impl SetAttr {
+    /// True if nothing is to change.
     pub fn is_empty(&self) -> bool {
         *self == SetAttr::default()
     }
@@ -120,6 +146,7 @@ impl SetAttr {
 /// A file just opened or created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opened {
+    /// The file's qid as opened (its version may have moved on).
     pub qid: Qid,
     /// Largest I/O the server handles atomically; 0 means msize - IOHDRSZ.
     pub iounit: u32,
@@ -129,7 +156,9 @@ pub struct Opened {
 /// those where a dialect wants them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
+    /// The entry's name in the directory.
     pub name: Name,
+    /// Its attributes, as [`Filesystem::getattr`] would answer.
     pub attr: Attr,
 }
 
@@ -157,6 +186,7 @@ pub fn can_write(flags: u32) -> bool {
 /// dropped if its request is flushed, so hold no state across awaits that a
 /// drop would corrupt.
 pub trait Filesystem: Send + Sync + 'static {
+    /// What a fid refers to: a file or directory, open or not.
     type File: Clone + Send + Sync + 'static;
 
     /// The root of the tree `user.aname`, as `user`.
@@ -200,8 +230,10 @@ pub trait Filesystem: Send + Sync + 'static {
         }
     }
 
+    /// The attributes of `file` (Tstat, Tgetattr).
     fn getattr(&self, cx: &Cx, file: &Self::File) -> impl Future<Output = Result<Attr>> + Send;
 
+    /// Changes attributes of `file` (Twstat, Tsetattr), all or none.
     fn setattr(
         &self,
         _cx: &Cx,
@@ -240,6 +272,8 @@ pub trait Filesystem: Send + Sync + 'static {
         async { Err(Error::prohibited("create")) }
     }
 
+    /// Makes directory `name` in `dir` with permissions `mode`, of group
+    /// `gid` (the server's choice for `NONUNAME`, as 9P2000 sends).
     fn mkdir(
         &self,
         _cx: &Cx,
@@ -251,6 +285,7 @@ pub trait Filesystem: Send + Sync + 'static {
         async { Err(Error::prohibited("create")) }
     }
 
+    /// Makes symbolic link `name` in `dir` pointing at `target`.
     fn symlink(
         &self,
         _cx: &Cx,
@@ -277,6 +312,7 @@ pub trait Filesystem: Send + Sync + 'static {
         async { Err(Error::prohibited("create")) }
     }
 
+    /// Makes `name` in `dir` a hard link to `file`.
     fn link(
         &self,
         _cx: &Cx,
@@ -287,6 +323,7 @@ pub trait Filesystem: Send + Sync + 'static {
         async { Err(Error::prohibited("create")) }
     }
 
+    /// The target of symbolic link `file`.
     fn readlink(
         &self,
         _cx: &Cx,
@@ -295,6 +332,8 @@ pub trait Filesystem: Send + Sync + 'static {
         async { Err(Error::from_errno(ninep_wire::Errno::EINVAL)) }
     }
 
+    /// Up to `count` bytes of `file` from `offset`; none means the end of
+    /// the file. Called only on a fid open for reading.
     fn read(
         &self,
         _cx: &Cx,
@@ -328,6 +367,8 @@ pub trait Filesystem: Send + Sync + 'static {
         async { Err(Error::not_dir()) }
     }
 
+    /// Removes `file` (Tremove, ORCLOSE). The framework clunks it after,
+    /// whether or not the remove succeeded.
     fn remove(&self, _cx: &Cx, _file: &Self::File) -> impl Future<Output = Result<()>> + Send {
         async { Err(Error::prohibited("remove")) }
     }
@@ -408,6 +449,8 @@ pub trait Filesystem: Send + Sync + 'static {
         async { Err(Error::not_supported()) }
     }
 
+    /// Whether a POSIX record lock could be had: the lock that stands in its
+    /// way, or `lock` itself with type unlocked.
     fn getlock(
         &self,
         _cx: &Cx,

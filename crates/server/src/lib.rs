@@ -14,13 +14,18 @@
 //! they finish; a flushed request's future is dropped and its reply never
 //! sent. See [`fs::Filesystem`] for what that means for cancel safety.
 
+mod clunk;
 mod convert;
+mod create;
+mod dirread;
+mod dispatch;
 mod error;
 mod fids;
-mod handle;
 mod server;
 mod session;
+mod stat;
 mod stream;
+mod xattr;
 
 pub mod fs;
 pub mod tree;

@@ -1,14 +1,14 @@
 //! A 9P server: limits, listeners, connections, and shutdown.
 
-use std::collections::HashSet;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ninep_transport::{Addr, Listener, Stream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::fids::ExclusiveFiles;
 use crate::fs::Filesystem;
 use crate::session;
 
@@ -70,24 +70,7 @@ pub(crate) struct Shared<F> {
     pub fs: F,
     pub limits: Limits,
     pub stream_limits: StreamLimits,
-    /// Files with DMEXCL open somewhere, by qid path.
-    excl: Mutex<HashSet<u64>>,
-}
-
-impl<F> Shared<F> {
-    pub fn claim_excl(&self, path: u64) -> bool {
-        self.excl
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(path)
-    }
-
-    pub fn release_excl(&self, path: u64) {
-        self.excl
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&path);
-    }
+    pub exclusive: ExclusiveFiles,
 }
 
 /// Serves a [`Filesystem`] over any number of connections.
@@ -112,10 +95,12 @@ impl<F> std::fmt::Debug for Server<F> {
 }
 
 impl<F: Filesystem> Server<F> {
+    /// A server of `fs` with the default limits.
     pub fn new(fs: F) -> Self {
         Self::with_limits(fs, Limits::default())
     }
 
+    /// A server of `fs` within `limits`.
     pub fn with_limits(fs: F, limits: Limits) -> Self {
         Self::with_stream_limits(fs, limits, StreamLimits::default())
     }
@@ -127,19 +112,22 @@ impl<F: Filesystem> Server<F> {
                 fs,
                 limits,
                 stream_limits,
-                excl: Mutex::new(HashSet::new()),
+                exclusive: ExclusiveFiles::default(),
             }),
         }
     }
 
+    /// The limits it serves within.
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
     }
 
+    /// The limits of the stream extension.
     pub fn stream_limits(&self) -> &StreamLimits {
         &self.shared.stream_limits
     }
 
+    /// The file server served.
     pub fn fs(&self) -> &F {
         &self.shared.fs
     }
@@ -170,7 +158,7 @@ impl<F: Filesystem> Server<F> {
         let mut conns = JoinSet::new();
         tokio::pin!(shutdown);
         loop {
-            let (stream, peer) = tokio::select! {
+            let (link, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(conn) => conn,
                     Err(e) => {
@@ -189,12 +177,12 @@ impl<F: Filesystem> Server<F> {
                     let shared = self.shared.clone();
                     let stop = stop.child_token();
                     conns.spawn(async move {
-                        session::serve(shared, stream, stop).await;
+                        session::serve(shared, link, stop).await;
                         drop(permit);
                     });
                 }
                 Err(_) => {
-                    conns.spawn(session::refuse(stream, "too many connections"));
+                    conns.spawn(session::refuse(link, "too many connections"));
                 }
             }
         }
@@ -221,9 +209,9 @@ impl<F: Filesystem> Server<F> {
 
     /// Serves one already-connected stream (standard input and output, say)
     /// until the peer hangs up or `shutdown` completes.
-    pub async fn serve_stream(&self, stream: Box<dyn Stream>, shutdown: impl Future<Output = ()>) {
+    pub async fn serve_stream(&self, link: Box<dyn Stream>, shutdown: impl Future<Output = ()>) {
         let stop = CancellationToken::new();
-        let serving = session::serve(self.shared.clone(), stream, stop.clone());
+        let serving = session::serve(self.shared.clone(), link, stop.clone());
         tokio::pin!(serving);
         tokio::select! {
             () = &mut serving => return,

@@ -16,23 +16,26 @@
 //! shared between connections: a peer that stalls stalls only itself.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ninep_transport::{Frame, FrameCodec, Room, Stream, Writer};
 use ninep_wire::*;
+use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
+use crate::clunk::{self, Ending};
+use crate::dispatch::{Handler, Resolved};
 use crate::error::Error;
-use crate::fids::{Fids, Pending, Refusal, Slot};
+use crate::fids::{Fids, Pending, Refusal};
 use crate::fs::Filesystem;
-use crate::handle::{Handler, Resolved};
 use crate::server::Shared;
 use crate::stream::{self, StreamIo};
 
@@ -44,15 +47,15 @@ pub const MIN_MSIZE: u32 = 256;
 pub(crate) struct Session {
     pub dialect: Dialect,
     pub msize: u32,
-    /// The stream extension was agreed.
-    pub streams: bool,
+    /// The stream extension (docs/streams.md) was agreed.
+    pub stream_extension: bool,
 }
 
 impl Session {
     fn protocol(self) -> Protocol {
         Protocol {
             dialect: self.dialect,
-            streams: self.streams,
+            streams: self.stream_extension,
         }
     }
 }
@@ -61,7 +64,7 @@ struct Inflight {
     id: u64,
     abort: Option<AbortHandle>,
     /// How Tscredit and Tsdata reach the request, if it is a stream.
-    stream: Option<StreamIo>,
+    stream_io: Option<StreamIo>,
 }
 
 /// The state of one connection shared with its request tasks.
@@ -73,17 +76,16 @@ pub(crate) struct Conn<F: Filesystem> {
     next_id: AtomicU64,
     /// The reader holds bytes of requests read but not yet handled.
     more: AtomicBool,
+    /// The requests running as tasks, and the ends of fids (see
+    /// [`clunk`]): a reset waits for them all.
+    pub tasks: TaskTracker,
 }
 
 impl<F: Filesystem> Conn<F> {
-    fn inflight(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Inflight>> {
-        self.inflight.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Sends a reply the reader makes itself, once there is room for it.
     async fn send(&self, session: Session, tag: u16, msg: Msg) {
         let room = self.replies.room().await;
-        let alone = self.alone(&self.inflight());
+        let alone = self.alone(&self.inflight.lock());
         post(room, encode_reply(Fcall { tag, msg }, session), alone);
     }
 
@@ -99,7 +101,7 @@ impl<F: Filesystem> Conn<F> {
     /// unless it was flushed; false if it was.
     pub(crate) async fn send_piece(&self, session: Session, tag: u16, id: u64, msg: Msg) -> bool {
         let room = self.replies.room().await;
-        let inflight = self.inflight();
+        let inflight = self.inflight.lock();
         let live = inflight.get(&tag).is_some_and(|e| e.id == id);
         if live {
             // More pieces follow: no hurry.
@@ -113,7 +115,7 @@ impl<F: Filesystem> Conn<F> {
     /// send.
     async fn finish(&self, session: Session, tag: u16, id: u64, msg: Msg) {
         let room = self.replies.room().await;
-        let mut inflight = self.inflight();
+        let mut inflight = self.inflight.lock();
         if inflight.get(&tag).is_some_and(|e| e.id == id) {
             inflight.remove(&tag);
             let alone = self.alone(&inflight);
@@ -151,14 +153,14 @@ pub(crate) fn error_reply(err: &Error, dialect: Dialect) -> Msg {
     }
 }
 
-/// Serves one connection until the peer hangs up, framing is lost, or
-/// `shutdown` is cancelled.
+/// Serves one connection, over `link` (a socket, a pipe), until the peer
+/// hangs up, framing is lost, or `shutdown` is cancelled.
 pub(crate) async fn serve<F: Filesystem>(
     shared: Arc<Shared<F>>,
-    stream: Box<dyn Stream>,
+    link: Box<dyn Stream>,
     shutdown: CancellationToken,
 ) {
-    let (reader, writer) = tokio::io::split(stream);
+    let (reader, writer) = tokio::io::split(link);
     let (replies, flusher) = Writer::spawn(writer, shared.limits.requests);
     let conn = Arc::new(Conn {
         fids: Fids::new(shared.limits.fids),
@@ -167,6 +169,7 @@ pub(crate) async fn serve<F: Filesystem>(
         replies,
         next_id: AtomicU64::new(0),
         more: AtomicBool::new(false),
+        tasks: TaskTracker::new(),
     });
     let limits = conn.shared.limits.clone();
     let mut frames = FramedRead::new(reader, FrameCodec::new(limits.msize, Dialect::Base));
@@ -196,7 +199,8 @@ pub(crate) async fn serve<F: Filesystem>(
             frames.decoder_mut().set_dialect(new.dialect);
         }
     }
-    reset(&conn).await;
+    let dialect = session.map_or(Dialect::Base, |s| s.dialect);
+    reset(&conn, dialect).await;
     drop(conn);
     // The replies left go out, unless the peer does not read them and the
     // server is stopping.
@@ -215,7 +219,7 @@ async fn receive<F: Filesystem>(
     let current = session.unwrap_or(Session {
         dialect: Dialect::Base,
         msize: conn.shared.limits.msize,
-        streams: false,
+        stream_extension: false,
     });
     let header = match Header::decode(&frame) {
         Ok(h) => h,
@@ -236,9 +240,9 @@ async fn receive<F: Filesystem>(
     };
     let tag = fcall.tag;
     if let Msg::Tversion(v) = &fcall.msg {
-        reset(conn).await;
-        let streams = conn.shared.stream_limits.streams > 0;
-        let (reply, new) = version(v, conn.shared.limits.msize, streams);
+        reset(conn, current.dialect).await;
+        let offered = conn.shared.stream_limits.streams > 0;
+        let (reply, new) = version(v, conn.shared.limits.msize, offered);
         *session = new;
         conn.send(new.unwrap_or(current), tag, reply).await;
         return new;
@@ -260,29 +264,31 @@ async fn receive<F: Filesystem>(
         return None;
     }
     if let Msg::Tscredit(_) | Msg::Tsdata(_) = &fcall.msg {
-        if let Some(Some(io)) = conn.inflight().get(&tag).map(|e| &e.stream) {
+        if let Some(Some(io)) = conn.inflight.lock().get(&tag).map(|e| &e.stream_io) {
             io.deliver(fcall.msg);
         }
+        return None;
+    }
+    let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
+    let (stream_io, stream_task) = match stream::open(&fcall.msg, &conn.shared.stream_limits) {
+        Some((io, task)) => (Some(io), Some(task)),
+        None => (None, None),
+    };
+    // Admitted before its fids are touched, as lib9p does: a Tclunk
+    // refused for its tag must not have taken its fid out of the table.
+    if let Err(err) = admit(conn, tag, id, stream_io) {
+        conn.send(current, tag, error_reply(&err, current.dialect))
+            .await;
         return None;
     }
     let resolved = match resolve(conn, &fcall.msg) {
         Ok(r) => r,
         Err(err) => {
-            conn.send(current, tag, error_reply(&err, current.dialect))
+            conn.finish(current, tag, id, error_reply(&err, current.dialect))
                 .await;
             return None;
         }
     };
-    let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
-    let (stream, stream_task) = match stream::open(&fcall.msg, &conn.shared.stream_limits) {
-        Some((io, task)) => (Some(io), Some(task)),
-        None => (None, None),
-    };
-    if let Err(err) = admit(conn, tag, id, stream) {
-        conn.send(current, tag, error_reply(&err, current.dialect))
-            .await;
-        return None;
-    }
     let task_conn = conn.clone();
     let mut request = Box::pin(async move {
         let handler = Handler {
@@ -304,8 +310,8 @@ async fn receive<F: Filesystem>(
     if finished {
         return None;
     }
-    let task = tokio::spawn(request);
-    if let Some(entry) = conn.inflight().get_mut(&tag)
+    let task = conn.tasks.spawn(request);
+    if let Some(entry) = conn.inflight.lock().get_mut(&tag)
         && entry.id == id
     {
         entry.abort = Some(task.abort_handle());
@@ -319,9 +325,9 @@ fn admit<F: Filesystem>(
     conn: &Conn<F>,
     tag: u16,
     id: u64,
-    stream: Option<StreamIo>,
+    stream_io: Option<StreamIo>,
 ) -> Result<(), Error> {
-    let mut inflight = conn.inflight();
+    let mut inflight = conn.inflight.lock();
     if inflight.contains_key(&tag) {
         return Err(Error::with_errno(Errno::EPROTO, "duplicate tag"));
     }
@@ -331,8 +337,8 @@ fn admit<F: Filesystem>(
             "too many requests in flight",
         ));
     }
-    let streams = inflight.values().filter(|e| e.stream.is_some()).count();
-    if stream.is_some() && streams >= conn.shared.stream_limits.streams {
+    let streams = inflight.values().filter(|e| e.stream_io.is_some()).count();
+    if stream_io.is_some() && streams >= conn.shared.stream_limits.streams {
         return Err(Error::with_errno(Errno::EAGAIN, "too many streams"));
     }
     inflight.insert(
@@ -340,15 +346,15 @@ fn admit<F: Filesystem>(
         Inflight {
             id,
             abort: None,
-            stream,
+            stream_io,
         },
     );
     Ok(())
 }
 
 /// Tversion: picks the dialect and msize, and the stream extension if it
-/// was asked for and `streams` allows it, or answers `unknown`.
-fn version(v: &Tversion, max_msize: u32, streams: bool) -> (Msg, Option<Session>) {
+/// was asked for and `offered`, or answers `unknown`.
+fn version(v: &Tversion, max_msize: u32, offered: bool) -> (Msg, Option<Session>) {
     let msize = v.msize.min(max_msize);
     match Protocol::from_version(&v.version) {
         // Too small to carry anything useful: refuse, as lib9p does.
@@ -359,12 +365,12 @@ fn version(v: &Tversion, max_msize: u32, streams: bool) -> (Msg, Option<Session>
         Some(asked) => {
             let p = Protocol {
                 dialect: asked.dialect,
-                streams: asked.streams && streams,
+                streams: asked.streams && offered,
             };
             let session = Session {
                 dialect: p.dialect,
                 msize,
-                streams: p.streams,
+                stream_extension: p.streams,
             };
             let reply = Rversion {
                 msize,
@@ -386,7 +392,7 @@ fn version(v: &Tversion, max_msize: u32, streams: bool) -> (Msg, Option<Session>
 /// Tflush: cancels `oldtag` if it is still running, then answers.
 async fn flush<F: Filesystem>(conn: &Conn<F>, session: Session, tag: u16, oldtag: u16) {
     let room = conn.replies.room().await;
-    let mut inflight = conn.inflight();
+    let mut inflight = conn.inflight.lock();
     if let Some(entry) = inflight.remove(&oldtag)
         && let Some(abort) = entry.abort
     {
@@ -400,57 +406,31 @@ async fn flush<F: Filesystem>(conn: &Conn<F>, session: Session, tag: u16, oldtag
     );
 }
 
-/// Ends the session: cancels every request and clunks every fid.
-async fn reset<F: Filesystem>(conn: &Arc<Conn<F>>) {
-    let cancelled: Vec<Inflight> = conn.inflight().drain().map(|(_, e)| e).collect();
+/// Ends the session: cancels every request, waits until each has ended
+/// (an end of a fid among them runs to its end), then ends every fid left.
+/// Nothing of the old session then runs on into the next: no request holds
+/// a fid, and every file it held for exclusive use is free.
+async fn reset<F: Filesystem>(conn: &Arc<Conn<F>>, dialect: Dialect) {
+    let cancelled: Vec<Inflight> = conn.inflight.lock().drain().map(|(_, e)| e).collect();
     for entry in cancelled {
         if let Some(abort) = entry.abort {
             abort.abort();
         }
     }
-    for slot in conn.fids.drain() {
-        let _ = clunk_slot(conn, &slot).await;
+    conn.tasks.close();
+    conn.tasks.wait().await;
+    conn.tasks.reopen();
+    // All ends start before any is awaited: if the reset is cut short
+    // (by shutdown), each goes on by itself.
+    let ends: Vec<_> = conn
+        .fids
+        .drain()
+        .into_iter()
+        .map(|slot| clunk::end(&conn.tasks, &conn.shared, slot, dialect, Ending::Clunk))
+        .collect();
+    for end in ends {
+        let _ = end.await;
     }
-}
-
-/// Forgets a fid that left the table: releases its claims, honours ORCLOSE
-/// and tells the file server. Returns the file server's verdict.
-pub(crate) async fn clunk_slot<F: Filesystem>(
-    conn: &Conn<F>,
-    slot: &Slot<F::File>,
-) -> Result<(), Error> {
-    let Some(state) = slot.write().await.take() else {
-        return Ok(());
-    };
-    let fs = &conn.shared.fs;
-    let cx = crate::fs::Cx {
-        user: state.user.clone(),
-        dialect: Dialect::L,
-        streaming: false,
-    };
-    if state.excl {
-        conn.shared.release_excl(state.qid.path);
-    }
-    if state.rclose {
-        let _ = fs.remove(&cx, &state.file).await;
-    }
-    let mut result = Ok(());
-    if let Some(crate::fids::Xattr::Write {
-        name,
-        size,
-        flags,
-        value,
-    }) = &state.xattr
-    {
-        result = if value.len() as u64 != *size {
-            Err(Error::from_errno(Errno::EINVAL))
-        } else {
-            fs.xattr_set(&cx, &state.file, name, value.clone().freeze(), *flags)
-                .await
-        };
-    }
-    let clunked = fs.clunk(&cx, state.file).await;
-    result.and(clunked)
 }
 
 /// Looks up, reserves and removes the fids a request names, in arrival order.
@@ -572,8 +552,8 @@ fn encode_reply(fcall: Fcall, session: Session) -> Frame {
 
 /// Answers the first message of a connection over the limit with an error,
 /// then hangs up.
-pub(crate) async fn refuse(stream: Box<dyn Stream>, why: &'static str) {
-    let (reader, mut writer) = tokio::io::split(stream);
+pub(crate) async fn refuse(link: Box<dyn Stream>, why: &'static str) {
+    let (reader, mut writer) = tokio::io::split(link);
     let mut frames = FramedRead::new(reader, FrameCodec::new(MIN_MSIZE * 64, Dialect::Base));
     let first = tokio::time::timeout(std::time::Duration::from_secs(5), frames.next()).await;
     if let Ok(Some(Ok(frame))) = first

@@ -13,16 +13,17 @@
 //! as the reply queue takes its pieces; a write stream grants at most the
 //! write window, and data beyond its grant ends it with an error.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use ninep_wire::*;
+use parking_lot::Mutex;
 use tokio::sync::{Notify, mpsc};
 
+use crate::dispatch::{Handler, Resolved, not_open, read, state};
 use crate::error::{Error, Result};
 use crate::fids::FidState;
 use crate::fs::{Cx, Filesystem, can_read, can_write};
-use crate::handle::{Handler, Resolved, not_open, read, state};
 use crate::server::StreamLimits;
 
 /// Credit of a read stream: bytes the server may still send.
@@ -33,13 +34,9 @@ pub(crate) struct Credit {
 }
 
 impl Credit {
-    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.bytes.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Adds a grant; what would take the credit past the window is dropped.
     fn grant(&self, bytes: u64) {
-        let mut credit = self.lock();
+        let mut credit = self.bytes.lock();
         *credit = (*credit + bytes).min(self.window);
         self.more.notify_one();
     }
@@ -49,7 +46,7 @@ impl Credit {
         loop {
             let more = self.more.notified();
             {
-                let mut credit = self.lock();
+                let mut credit = self.bytes.lock();
                 if *credit > 0 {
                     let n = want.min(*credit);
                     *credit -= n;
@@ -128,7 +125,7 @@ impl StreamIo {
         match (self, msg) {
             (StreamIo::Read(credit), Msg::Tscredit(m)) => credit.grant(m.credit as u64),
             (StreamIo::Write(inbox), Msg::Tsdata(m)) => {
-                let mut allowed = inbox.allowed.lock().unwrap_or_else(|e| e.into_inner());
+                let mut allowed = inbox.allowed.lock();
                 let len = m.data.len() as u64;
                 let inbound = if len <= *allowed {
                     *allowed -= len;
@@ -245,7 +242,7 @@ impl<F: Filesystem> Handler<'_, F> {
         let s = open_file(&g, can_write, "fid not open for writing")?;
         let cx = self.cx(s);
         let grant = async |bytes: u64| {
-            *allowed.lock().unwrap_or_else(|e| e.into_inner()) += bytes;
+            *allowed.lock() += bytes;
             let credit = Rscredit {
                 credit: bytes as u32,
             };

@@ -25,9 +25,9 @@ use bytes::Bytes;
 use ninep_wire::consts::unix::{S_IFDIR, S_IFREG};
 use ninep_wire::{Name, Qid, QidType};
 
+use crate::dispatch::slice_at;
 use crate::error::{Error, Result};
 use crate::fs::{Attr, Cx, DirEntry, Filesystem, Opened, Time, User, can_read, can_write};
-use crate::handle::slice_at;
 
 type ReadFn = Arc<dyn Fn(&Cx) -> Result<Bytes> + Send + Sync>;
 type WriteFn = Arc<dyn Fn(&Cx, &[u8]) -> Result<()> + Send + Sync>;
@@ -66,6 +66,7 @@ fn name(name: &str) -> Name {
 }
 
 impl Dir {
+    /// An empty directory.
     pub fn new() -> Self {
         Dir::default()
     }
@@ -157,6 +158,7 @@ impl std::fmt::Debug for Tree {
 }
 
 impl Tree {
+    /// The tree with `root` as its root directory.
     pub fn new(root: Dir) -> Tree {
         let mut next = 0;
         Tree {

@@ -13,7 +13,7 @@ use ninep_server::{
     Attr, Cx, DirEntry, Error, Filesystem, Limits, Opened, Result, StreamLimits, User,
 };
 use ninep_wire::{Name, Qid};
-use transcript::play;
+use transcript::{HELLO_9P2000, limits, play};
 
 /// A tree whose file `block` never answers a read: a stand-in for a pipe
 /// with no writer. Counts reads that were cancelled.
@@ -79,20 +79,6 @@ impl Filesystem for Slow {
         self.tree.read_dir(cx, dir).await
     }
 }
-
-fn limits() -> Limits {
-    Limits {
-        msize: 8192,
-        ..Limits::default()
-    }
-}
-
-const HELLO_9P2000: &str = "
--> Tversion tag 65535 msize 8192 version '9P2000'
-<- Rversion tag 65535 msize 8192 version '9P2000'
--> Tattach tag 1 fid 0 afid -1 uname glenda aname
-<- Rattach tag 1 qid (0000000000000000 0 d)
-";
 
 #[tokio::test]
 async fn version_negotiation() {

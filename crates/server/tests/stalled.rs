@@ -49,7 +49,9 @@ impl Filesystem for Counted {
 }
 
 fn encode(tag: u16, msg: impl Into<Msg>) -> Bytes {
-    Fcall::new(tag, msg).to_bytes(Dialect::L).unwrap()
+    Fcall::new(tag, msg)
+        .to_bytes(Dialect::L)
+        .expect("a request within msize encodes")
 }
 
 /// A 9P2000.L client over an in-memory pipe that holds less than a reply.
@@ -75,7 +77,10 @@ impl Peer {
     }
 
     async fn rpc(&mut self, tag: u16, msg: impl Into<Msg>) -> Msg {
-        self.writer.write_all(&encode(tag, msg)).await.unwrap();
+        self.writer
+            .write_all(&encode(tag, msg))
+            .await
+            .expect("the server reads requests");
         let reply = next(&mut self.frames).await;
         assert_eq!(reply.tag, tag, "{reply}");
         reply.msg
@@ -99,7 +104,7 @@ impl Peer {
         let walk = Twalk {
             fid: Fid(0),
             newfid: Fid(1),
-            wname: vec![Name::new("big").unwrap()],
+            wname: vec![Name::new("big").expect("a valid name")],
         };
         assert!(matches!(self.rpc(0, walk).await, Msg::Rwalk(_)));
         let open = Tlopen {
@@ -116,7 +121,7 @@ async fn next(frames: &mut FramedRead<ReadHalf<DuplexStream>, FrameCodec>) -> Fc
         .expect("a reply within 10 s")
         .expect("connection open")
         .expect("a whole frame");
-    Fcall::decode(frame, Dialect::L).unwrap()
+    Fcall::decode(frame, Dialect::L).expect("the server's replies decode")
 }
 
 /// Samples `count` until it has not moved for half a second (at most 20 s).

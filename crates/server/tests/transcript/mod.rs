@@ -17,6 +17,27 @@ use ninep_wire::*;
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::FramedRead;
 
+// The mux's and ramfs's transcripts include this module too, and have
+// beginnings and limits of their own.
+
+/// Version and attach in 9P2000, as most scripts begin.
+#[allow(dead_code)]
+pub const HELLO_9P2000: &str = "
+-> Tversion tag 65535 msize 8192 version '9P2000'
+<- Rversion tag 65535 msize 8192 version '9P2000'
+-> Tattach tag 1 fid 0 afid -1 uname glenda aname
+<- Rattach tag 1 qid (0000000000000000 0 d)
+";
+
+/// The limits scripts are written for: msize 8192, the rest as default.
+#[allow(dead_code)]
+pub fn limits() -> Limits {
+    Limits {
+        msize: 8192,
+        ..Limits::default()
+    }
+}
+
 /// Plays `script` against `fs` served with `limits`.
 pub async fn play<F: Filesystem>(fs: F, limits: Limits, script: &str) {
     play_server(Server::with_limits(fs, limits), script).await
@@ -216,10 +237,86 @@ fn perm(s: &str) -> Result<u32, String> {
     Ok(mode)
 }
 
+/// A stat as `Stat`'s Display prints it: `'name' 'uid' 'gid' 'muid' q
+/// (path version type) m mode at atime mt mtime l length t type d dev`,
+/// then for 9P2000.u `ext 'extension' nuid n ngid n nmuid n`. Any number
+/// may be `-1`, all ones ("don't touch"); a qid type may be a number.
+fn stat(words: &[String]) -> Result<Stat, String> {
+    let [name, uid, gid, muid, rest @ ..] = words else {
+        return Err("a stat starts with four names".into());
+    };
+    let mut stat = Stat {
+        name: name.clone(),
+        uid: uid.clone(),
+        gid: gid.clone(),
+        muid: muid.clone(),
+        ..Stat::default()
+    };
+    let mut words = rest.iter().map(String::as_str);
+    while let Some(key) = words.next() {
+        let mut value = || words.next().ok_or(format!("no value for {key}"));
+        match key {
+            "q" => {
+                let path = value()?.strip_prefix('(').ok_or("qid without '('")?;
+                let version = value()?;
+                let ty = value()?.strip_suffix(')').ok_or("qid without ')'")?;
+                stat.qid = Qid {
+                    ty: qid_type(ty)?,
+                    version: number(version)? as u32,
+                    path: u64::from_str_radix(path, 16).map_err(|e| format!("{path}: {e}"))?,
+                };
+            }
+            "m" => stat.mode = number(value()?)? as u32,
+            "at" => stat.atime = number(value()?)? as u32,
+            "mt" => stat.mtime = number(value()?)? as u32,
+            "l" => {
+                stat.length = match value()? {
+                    "-1" => u64::MAX,
+                    n => number(n)?,
+                }
+            }
+            "t" => stat.ty = number(value()?)? as u16,
+            "d" => stat.dev = number(value()?)? as u32,
+            "ext" => stat.extension = value()?.to_owned(),
+            "nuid" => stat.n_uid = number(value()?)? as u32,
+            "ngid" => stat.n_gid = number(value()?)? as u32,
+            "nmuid" => stat.n_muid = number(value()?)? as u32,
+            other => return Err(format!("no stat field {other}")),
+        }
+    }
+    Ok(stat)
+}
+
+/// A qid type: Plan 9's letters (`d`, `al`), or a number.
+fn qid_type(s: &str) -> Result<QidType, String> {
+    if s.starts_with("0x") {
+        return Ok(QidType(number(s)? as u8));
+    }
+    let mut ty = QidType::FILE;
+    for c in s.chars() {
+        ty = ty
+            | match c {
+                'd' => QidType::DIR,
+                'a' => QidType::APPEND,
+                'l' => QidType::EXCL,
+                'A' => QidType::AUTH,
+                't' => QidType::TMP,
+                'L' => QidType::SYMLINK,
+                _ => return Err(format!("{c}: not a qid type letter")),
+            };
+    }
+    Ok(ty)
+}
+
 /// The request a line describes, in the form `Fcall`'s Display prints.
 pub fn parse(line: &str) -> Result<Fcall, String> {
     let words = words(line);
     let (name, rest) = words.split_first().ok_or("empty request")?;
+    // A Twstat's stat is words of its own, after `stat`.
+    let (rest, stat_words) = match rest.iter().position(|w| w == "stat") {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, &[][..]),
+    };
     let mut fields: HashMap<&str, &str> = HashMap::new();
     let mut wname = Vec::new();
     let mut i = 0;
@@ -326,6 +423,11 @@ pub fn parse(line: &str) -> Result<Fcall, String> {
         "Tclunk" => Tclunk { fid: fid("fid")? }.into(),
         "Tremove" => Tremove { fid: fid("fid")? }.into(),
         "Tstat" => Tstat { fid: fid("fid")? }.into(),
+        "Twstat" => Twstat {
+            fid: fid("fid")?,
+            stat: stat(stat_words)?,
+        }
+        .into(),
         "Tlopen" => Tlopen {
             fid: fid("fid")?,
             flags: num("flags")? as u32,
@@ -378,6 +480,8 @@ fn requests_parse_back_from_their_text() {
         "Twrite tag 9 fid 1 offset 0 count 6 'hello\\n'",
         "Tlopen tag 11 fid 2 flags 0x98000",
         "Tmkdir tag 29 dfid 1 name newdir mode 0755 gid 500",
+        "Twstat tag 4 fid 1 stat 'new' '' '' '' q (ffffffffffffffff 4294967295 dalAtL) m 037777777777 at 4294967295 mt 4294967295 l 18446744073709551615 t 65535 d 4294967295",
+        "Twstat tag 4 fid 1 stat '' '' '' '' q (0000000000000001 0 ) m 0600 at 0 mt 0 l 0 t 0 d 0 ext '' nuid -1 ngid 50 nmuid -1",
     ] {
         let fcall = parse(line).unwrap();
         assert_eq!(fcall.to_string().trim_end(), line.trim_end());
