@@ -9,7 +9,6 @@ use ninep_wire::consts::{dotl, mode::*, open::*, unix::*};
 use ninep_wire::*;
 use tokio::sync::RwLockWriteGuard;
 
-use crate::convert;
 use crate::dispatch::{Handler, Resolved, check_new_name, unknown_fid};
 use crate::error::{Error, Result};
 use crate::fids::FidState;
@@ -24,18 +23,8 @@ impl<F: Filesystem> Handler<'_, F> {
         let opened = if perm & DMDIR != 0 || perm & special != 0 {
             self.create_special(&m, r).await?
         } else {
-            let mut mode = perm & (0o777 | DMAPPEND | DMEXCL | DMTMP);
-            if self.session.dialect == Dialect::U {
-                for (dm, bit) in [
-                    (DMSETUID, S_ISUID),
-                    (DMSETGID, S_ISGID),
-                    (DMSETVTX, S_ISVTX),
-                ] {
-                    if perm & dm != 0 {
-                        mode |= bit;
-                    }
-                }
-            }
+            let mode = convert::permissions(perm, self.session.dialect)
+                | perm & (DMAPPEND | DMEXCL | DMTMP);
             let flags = convert::open_flags(m.mode);
             self.create_file(r, &m.name, mode, flags, NONUNAME, rclose)
                 .await?

@@ -9,11 +9,11 @@ use bytes::BytesMut;
 use ninep_wire::consts::dotl;
 use ninep_wire::*;
 
-use crate::convert;
 use crate::dispatch::{Handler, Resolved, not_open, read, state};
 use crate::error::{Error, Result};
 use crate::fids::FidState;
 use crate::fs::{DirEntry, Filesystem};
+use crate::translate;
 
 /// A directory listing being read: taken when a read starts at offset 0.
 #[derive(Default)]
@@ -64,7 +64,7 @@ impl<F: Filesystem> Handler<'_, F> {
         let mut index = start;
         for entry in &entries[start.min(entries.len())..] {
             let ext = self.extension_of(s, entry).await;
-            let stat = convert::stat(&entry.attr, self.session.dialect, ext);
+            let stat = translate::stat(&entry.attr, self.session.dialect, ext);
             let len = stat.encoded_len(self.session.dialect) + 2;
             if data.len() + len > count as usize {
                 break;
@@ -122,7 +122,7 @@ impl<F: Filesystem> Handler<'_, F> {
                     Some(e) => Dirent {
                         qid: e.attr.qid,
                         offset: i + 1,
-                        ty: convert::dirent_type(&e.attr),
+                        ty: convert::dirent_type(e.attr.mode),
                         name: e.name.clone(),
                     },
                     None => break,

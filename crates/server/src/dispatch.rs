@@ -12,11 +12,11 @@ use ninep_wire::*;
 use tokio::sync::RwLockReadGuard;
 
 use crate::clunk::{self, Ending};
-use crate::convert;
 use crate::error::{Error, Result};
 use crate::fids::{FidState, Pending, Slot};
 use crate::fs::{Cx, Filesystem, Opened, User, can_read, can_write};
 use crate::session::{Conn, Session};
+use crate::translate;
 use crate::xattr::Xattr;
 
 /// The fids a request names, looked up or reserved as it arrived.
@@ -66,10 +66,8 @@ pub(crate) fn state<T>(guard: &Option<FidState<T>>) -> Result<&FidState<T>> {
 
 /// Refuses a name no new file may have.
 pub(crate) fn check_new_name(name: &Name) -> Result<()> {
-    if name.is_empty() || name.is_dot_or_dotdot() {
-        return Err(Error::with_errno(Errno::EINVAL, "illegal name"));
-    }
-    Ok(())
+    name.check_entry()
+        .map_err(|e| Error::with_errno(Errno::EINVAL, e.to_string()))
 }
 
 impl<F: Filesystem> Handler<'_, F> {
@@ -133,12 +131,12 @@ impl<F: Filesystem> Handler<'_, F> {
                 let g = read(&r.fid).await?;
                 let s = state(&g)?;
                 let attr = self.fs().getattr(&self.cx(s), &s.file).await?;
-                convert::getattr(&attr).into()
+                translate::getattr(&attr).into()
             }
             Msg::Tsetattr(m) => {
                 let g = read(&r.fid).await?;
                 let s = state(&g)?;
-                let set = convert::setattr(&m);
+                let set = translate::setattr(&m);
                 self.fs().setattr(&self.cx(s), &s.file, &set).await?;
                 Rsetattr {}.into()
             }

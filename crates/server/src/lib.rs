@@ -15,7 +15,6 @@
 //! sent. See [`fs::Filesystem`] for what that means for cancel safety.
 
 mod clunk;
-mod convert;
 mod create;
 mod dirread;
 mod dispatch;
@@ -25,12 +24,12 @@ mod server;
 mod session;
 mod stat;
 mod stream;
+mod translate;
 mod xattr;
 
 pub mod fs;
 pub mod tree;
 
-pub use convert::makedev;
 pub use error::{Error, Result};
 pub use fs::{Attr, Cx, DirEntry, Filesystem, Opened, SetAttr, SetTime, Time, User};
 pub use server::{Limits, Server, Spawned, StreamLimits};

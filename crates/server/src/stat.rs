@@ -5,11 +5,11 @@
 use ninep_wire::consts::unix::*;
 use ninep_wire::*;
 
-use crate::convert;
 use crate::dispatch::{Handler, Resolved, read, state};
 use crate::error::Result;
 use crate::fids::FidState;
 use crate::fs::{Attr, DirEntry, Filesystem};
+use crate::translate;
 
 impl<F: Filesystem> Handler<'_, F> {
     pub(crate) async fn stat(&self, r: &Resolved<F::File>) -> Result<Msg> {
@@ -18,7 +18,7 @@ impl<F: Filesystem> Handler<'_, F> {
         let attr = self.fs().getattr(&self.cx(s), &s.file).await?;
         let ext = self.extension(s, &attr).await;
         Ok(Rstat {
-            stat: convert::stat(&attr, self.session.dialect, ext),
+            stat: translate::stat(&attr, self.session.dialect, ext),
         }
         .into())
     }
@@ -30,7 +30,7 @@ impl<F: Filesystem> Handler<'_, F> {
         let s = state(&g)?;
         let cx = self.cx(s);
         let attr = self.fs().getattr(&cx, &s.file).await?;
-        let (set, rename) = convert::wstat(&m.stat, &attr, self.session.dialect)?;
+        let (set, rename) = translate::wstat(&m.stat, &attr, self.session.dialect)?;
         if set.is_empty() && rename.is_none() {
             self.fs().fsync(&cx, &s.file, false).await?;
         }
@@ -56,7 +56,7 @@ impl<F: Filesystem> Handler<'_, F> {
                 .await
                 .unwrap_or_default();
         }
-        convert::device_extension(attr).unwrap_or_default()
+        convert::device_extension(attr.mode, attr.rdev).unwrap_or_default()
     }
 
     pub(crate) async fn extension_of(&self, dir: &FidState<F::File>, entry: &DirEntry) -> String {
@@ -69,6 +69,6 @@ impl<F: Filesystem> Handler<'_, F> {
                 return self.fs().readlink(&cx, &file).await.unwrap_or_default();
             }
         }
-        convert::device_extension(&entry.attr).unwrap_or_default()
+        convert::device_extension(entry.attr.mode, entry.attr.rdev).unwrap_or_default()
     }
 }

@@ -68,7 +68,7 @@ impl<F: Filesystem> Handler<'_, F> {
 
     pub(crate) async fn xattr_create(&self, m: Txattrcreate, r: &Resolved<F::File>) -> Result<Msg> {
         if m.attr_size > XATTR_SIZE_MAX {
-            return Err(Error::from_errno(Errno(7))); // E2BIG
+            return Err(Error::from_errno(Errno::E2BIG));
         }
         let slot = r.fid.as_ref().ok_or_else(unknown_fid)?;
         let mut g = slot.write().await;

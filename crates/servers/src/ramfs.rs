@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use ninep_server::{
-    Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, SetTime, Time, User, makedev,
+    Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, SetTime, Time, User,
 };
 use ninep_wire::consts::dotl::{O_TRUNC, XATTR_CREATE, XATTR_REPLACE};
 use ninep_wire::consts::mode::{DMAPPEND, DMEXCL, DMTMP};
@@ -527,7 +527,7 @@ impl Filesystem for RamFs {
             S_IFREG | 0 => Kind::File(Vec::new()),
             S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK => Kind::Special {
                 ty,
-                rdev: makedev(major, minor),
+                rdev: ninep_wire::convert::makedev(major, minor),
             },
             _ => return Err(Error::from_errno(Errno::EINVAL)),
         };

@@ -144,7 +144,7 @@ impl fmt::Display for NameError {
             NameError::Slash => write!(f, "name contains '/'"),
             NameError::Nul => write!(f, "name contains NUL"),
             NameError::TooLong(n) => write!(f, "name of {n} bytes is too long"),
-            NameError::NotAnEntry => write!(f, "illegal name: empty, . or .."),
+            NameError::NotAnEntry => write!(f, "illegal name"),
         }
     }
 }
