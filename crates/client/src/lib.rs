@@ -21,6 +21,7 @@ mod error;
 mod file;
 mod fsys;
 mod info;
+mod stream;
 mod transfer;
 mod window;
 mod xattr;
