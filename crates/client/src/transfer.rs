@@ -53,6 +53,7 @@ pub enum Mode {
 /// How to run a transfer.
 #[derive(Debug, Clone, Copy)]
 pub struct Transfer {
+    /// How to move the data; the file and the server may narrow it.
     pub mode: Mode,
     /// Most bytes in flight (and held for reassembly) at once; for a
     /// stream, the most credit granted. Both start lower and grow with the
@@ -61,6 +62,7 @@ pub struct Transfer {
 }
 
 impl Transfer {
+    /// A transfer in `mode` with the default window.
     pub fn new(mode: Mode) -> Transfer {
         Transfer {
             mode,

@@ -52,7 +52,7 @@ async fn write_file(fsys: &Fsys, path: &str, data: &[u8]) {
     let mut w = file
         .write_range(0, Transfer::new(Mode::OneAtATime))
         .await
-        .unwrap();
+        .expect("start");
     w.write(Bytes::copy_from_slice(data)).await.expect("write");
     assert_eq!(w.finish().await.expect("finish"), data.len() as u64);
 }
