@@ -12,11 +12,12 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ninep_transport::{Addr, Frame, FrameCodec, Stream, Writer};
 use ninep_wire::*;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
 use crate::error::Error;
 use crate::fsys::Fsys;
+use crate::stream::{Inbox, ends_stream};
 
 /// How to connect.
 #[derive(Debug, Clone)]
@@ -88,10 +89,7 @@ enum Waiter {
     /// A Tclunk nobody waits for; its reply frees the fid number.
     Clunk(Fid),
     /// A stream (docs/streams.md): every reply on its tag, until the last.
-    Stream {
-        request: u64,
-        tx: mpsc::UnboundedSender<Msg>,
-    },
+    Stream { request: u64, inbox: Arc<Inbox> },
 }
 
 impl Inner {
@@ -145,7 +143,7 @@ impl Inner {
             .push(fid.0);
     }
 
-    fn send(&self, fcall: &Fcall) -> Result<(), Error> {
+    fn encode(&self, fcall: &Fcall) -> Result<Frame, Error> {
         let mut head = BytesMut::new();
         let payload = fcall
             .encode_head(self.protocol(), &mut head)
@@ -157,22 +155,51 @@ impl Inner {
                 fcall.msg.name()
             )));
         }
-        let frame = Frame {
+        Ok(Frame {
             head: head.freeze(),
             payload,
-        };
+        })
+    }
+
+    fn send(&self, fcall: &Fcall) -> Result<(), Error> {
+        let frame = self.encode(fcall)?;
         let state = self.lock();
         if state.closed {
             return Err(Error::Closed);
         }
-        // Alone on the connection, a request goes at once; with others in
-        // flight the server is busy anyway, and requests share writes.
-        let alone = state.pending.len() <= 1;
+        let alone = Self::alone(&state);
         drop(state);
+        self.post(frame, alone);
+        Ok(())
+    }
+
+    /// Alone on the connection, a request goes at once; with others in
+    /// flight the server is busy anyway, and requests share writes.
+    fn alone(state: &State) -> bool {
+        state.pending.len() <= 1
+    }
+
+    fn post(&self, frame: Frame, alone: bool) {
         if alone {
             self.writer.send(frame);
         } else {
             self.writer.queue(frame);
+        }
+    }
+
+    /// Sends `msg` (Tscredit, Tsdata) on the tag of stream number `request`
+    /// while the stream has it, and drops it once the stream is over.
+    fn send_in_stream(&self, tag: u16, request: u64, msg: Msg) -> Result<(), Error> {
+        let frame = self.encode(&Fcall { tag, msg })?;
+        let state = self.lock();
+        if state.closed {
+            return Err(Error::Closed);
+        }
+        if matches!(state.pending.get(&tag), Some(Waiter::Stream { request: r, .. }) if *r == request)
+        {
+            // Posted with the lock held: a later request on this tag, once
+            // the stream's end frees it, cannot go before it and get it.
+            self.post(frame, Self::alone(&state));
         }
         Ok(())
     }
@@ -191,16 +218,18 @@ impl Inner {
     }
 
     /// Sends the request that starts a stream; its replies, up to the last
-    /// one, come through the returned [`Replies`].
-    pub(crate) fn start_stream(self: &Arc<Self>, msg: Msg) -> Result<Replies, Error> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (tag, request) = self.register(|request| Waiter::Stream { request, tx })?;
+    /// one, go to `inbox`.
+    pub(crate) fn start_stream(
+        self: &Arc<Self>,
+        msg: Msg,
+        inbox: Arc<Inbox>,
+    ) -> Result<StreamTag, Error> {
+        let (tag, request) = self.register(|request| Waiter::Stream { request, inbox })?;
         if let Err(e) = self.send(&Fcall { tag, msg }) {
             self.release(tag);
             return Err(e);
         }
-        Ok(Replies {
-            rx,
+        Ok(StreamTag {
             guard: FlushOnDrop {
                 inner: self.clone(),
                 tag,
@@ -303,14 +332,14 @@ impl Inner {
         };
         let (mut reply_to, mut clunked, mut piece_to) = (None, None, None);
         match waiter {
-            Waiter::Stream { request, tx } => {
-                if is_last_of_stream(&fcall.msg) {
+            Waiter::Stream { request, inbox } => {
+                if ends_stream(&fcall.msg) {
                     state.free_tags.push(tag);
                 } else {
-                    let tx = tx.clone();
-                    state.pending.insert(tag, Waiter::Stream { request, tx });
+                    let inbox = inbox.clone();
+                    state.pending.insert(tag, Waiter::Stream { request, inbox });
                 }
-                piece_to = Some(tx);
+                piece_to = Some((inbox, request));
             }
             Waiter::Reply { tx, .. } => {
                 state.free_tags.push(tag);
@@ -335,8 +364,12 @@ impl Inner {
         drop(state);
         if let Some(tx) = reply_to {
             let _ = tx.send(Ok(fcall.msg));
-        } else if let Some(tx) = piece_to {
-            let _ = tx.send(fcall.msg);
+        } else if let Some((inbox, request)) = piece_to
+            && !inbox.deliver(fcall.msg)
+        {
+            // The server broke the stream's rules: the stream has ended for
+            // its transfer, and the server is told to end it too.
+            self.flush(tag, request);
         }
         if let Some(fid) = clunked {
             self.free_fid(fid);
@@ -382,10 +415,13 @@ impl Inner {
     fn close(&self) {
         let mut state = self.lock();
         state.closed = true;
-        // Dropping a stream's sender tells its reader the connection is gone.
         for (_, waiter) in state.pending.drain() {
-            if let Waiter::Reply { tx, .. } = waiter {
-                let _ = tx.send(Err(Error::Closed));
+            match waiter {
+                Waiter::Reply { tx, .. } => {
+                    let _ = tx.send(Err(Error::Closed));
+                }
+                Waiter::Stream { inbox, .. } => inbox.close(),
+                _ => {}
             }
         }
         drop(state);
@@ -428,52 +464,28 @@ impl<T> Future for Reply<T> {
     }
 }
 
-/// True for the replies that end a stream: its end, or an error.
-fn is_last_of_stream(msg: &Msg) -> bool {
-    match msg {
-        Msg::Rsread(r) => r.data.is_empty(),
-        Msg::Rscredit(_) => false,
-        _ => true,
-    }
-}
-
-/// The replies to a stream already started (docs/streams.md), and the way
-/// to send it more (Tscredit, Tsdata) on its tag. Dropping it before the
-/// last reply flushes the stream.
-pub(crate) struct Replies {
-    rx: mpsc::UnboundedReceiver<Msg>,
+/// A stream's hold on its tag (docs/streams.md), to send the stream more
+/// (Tscredit, Tsdata) on it. Dropping it before the stream's last reply
+/// flushes the stream; after, the flush finds nothing to do.
+pub(crate) struct StreamTag {
     guard: FlushOnDrop,
 }
 
-impl Replies {
-    /// Sends `msg` on the stream's tag.
+impl StreamTag {
+    /// Sends `msg` on the stream's tag, unless the stream is over.
     pub fn send(&self, msg: Msg) -> Result<(), Error> {
-        let tag = self.guard.tag;
-        self.guard.inner.send(&Fcall { tag, msg })
-    }
-
-    /// The next reply; an error reply as [`Error::Remote`], and once the
-    /// stream has ended, [`Error::Closed`].
-    pub async fn next(&mut self) -> Result<Msg, Error> {
-        let msg = self.rx.recv().await.ok_or(Error::Closed)?;
-        if is_last_of_stream(&msg) {
-            self.guard.armed = false;
-        }
-        remote_error(msg)
-    }
-
-    /// The next reply if one has come, without waiting.
-    pub fn try_next(&mut self) -> Option<Result<Msg, Error>> {
-        let msg = self.rx.try_recv().ok()?;
-        if is_last_of_stream(&msg) {
-            self.guard.armed = false;
-        }
-        Some(remote_error(msg))
+        let FlushOnDrop {
+            inner,
+            tag,
+            request,
+            ..
+        } = &self.guard;
+        inner.send_in_stream(*tag, *request, msg)
     }
 }
 
 /// An error reply as [`Error::Remote`]; any other reply as it is.
-fn remote_error(reply: Msg) -> Result<Msg, Error> {
+pub(crate) fn remote_error(reply: Msg) -> Result<Msg, Error> {
     match reply {
         Msg::Rerror(e) => Err(Error::Remote {
             errno: if e.errno != 0 {

@@ -23,6 +23,7 @@ mod file;
 mod fsys;
 mod info;
 mod names;
+mod stream;
 mod transfer;
 mod window;
 mod xattr;

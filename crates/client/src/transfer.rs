@@ -29,9 +29,9 @@ use futures::stream::FuturesUnordered;
 use ninep_wire::consts::{mode, unix};
 use ninep_wire::*;
 
-use crate::conn::Replies;
 use crate::error::Error;
 use crate::file::File;
+use crate::stream::{ReadReplies, WriteReplies};
 use crate::window::{Sent, StreamCredit, Window};
 
 /// How a transfer moves data.
@@ -53,6 +53,7 @@ pub enum Mode {
 /// How to run a transfer.
 #[derive(Debug, Clone, Copy)]
 pub struct Transfer {
+    /// How to move the data; the file and the server may narrow it.
     pub mode: Mode,
     /// Most bytes in flight (and held for reassembly) at once; for a
     /// stream, the most credit granted. Both start lower and grow with the
@@ -61,6 +62,7 @@ pub struct Transfer {
 }
 
 impl Transfer {
+    /// A transfer in `mode` with the default window.
     pub fn new(mode: Mode) -> Transfer {
         Transfer {
             mode,
@@ -320,7 +322,7 @@ pub struct RangeWrite<'f> {
     inflight: FuturesUnordered<BoxFuture<'static, WritePiece>>,
     inflight_bytes: u64,
     /// The stream, when the transfer is one.
-    stream: Option<StreamWrite>,
+    stream: Option<WriteReplies>,
 }
 
 impl std::fmt::Debug for RangeWrite<'_> {
@@ -341,7 +343,13 @@ impl<'f> RangeWrite<'f> {
     ) -> Result<RangeWrite<'f>, Error> {
         let (mode, _) = plan(file, how).await?;
         let stream = match mode {
-            Mode::Streamed => Some(StreamWrite::start(file, offset)?),
+            Mode::Streamed => {
+                let msg = Tswrite {
+                    fid: file.fid().fid,
+                    offset,
+                };
+                Some(WriteReplies::start(&file.fid().client().inner, msg)?)
+            }
             _ => None,
         };
         Ok(RangeWrite {
@@ -365,7 +373,7 @@ impl<'f> RangeWrite<'f> {
     /// window is full. An error from any write in flight ends the transfer.
     pub async fn write(&mut self, mut data: Bytes) -> Result<(), Error> {
         let chunk = self.file.iounit() as usize;
-        if let Some(stream) = &mut self.stream {
+        if let Some(stream) = &self.stream {
             return stream.write(data, chunk).await;
         }
         while !data.is_empty() {
@@ -437,7 +445,7 @@ impl<'f> RangeWrite<'f> {
 
 /// A read stream: Tsread, then Rsread pieces as [`StreamCredit`] allows.
 struct StreamRead {
-    replies: Replies,
+    replies: ReadReplies,
     credit: StreamCredit,
     done: bool,
 }
@@ -453,7 +461,7 @@ impl StreamRead {
             credit: credit.window() as u32,
         };
         Ok(StreamRead {
-            replies: file.fid().client().inner.start_stream(msg.into())?,
+            replies: ReadReplies::start(&file.fid().client().inner, msg)?,
             credit,
             done: false,
         })
@@ -463,8 +471,8 @@ impl StreamRead {
         if self.done {
             return Ok(None);
         }
-        let reply = match self.replies.try_next() {
-            Some(reply) => reply,
+        let piece = match self.replies.try_next() {
+            Some(piece) => piece,
             None => {
                 // Nothing left to hand out: grant what was consumed now, so
                 // that a server holding a smaller window never stalls.
@@ -472,99 +480,24 @@ impl StreamRead {
                 self.replies.next().await
             }
         };
-        match reply {
-            Ok(Msg::Rsread(r)) if !r.data.is_empty() => {
-                self.credit.consumed(r.data.len() as u64, Instant::now());
+        match piece {
+            Ok(Some(data)) => {
+                self.credit.consumed(data.len() as u64, Instant::now());
                 self.grant(self.credit.due(false))?;
-                Ok(Some(r.data))
+                Ok(Some(data))
             }
-            other => {
+            end => {
                 self.done = true;
-                match other? {
-                    Msg::Rsread(_) => Ok(None),
-                    m => Err(Error::protocol(format!("{} in a read stream", m.name()))),
-                }
+                end
             }
         }
     }
 
     fn grant(&mut self, credit: u64) -> Result<(), Error> {
         if credit > 0 {
-            self.replies.send(
-                Tscredit {
-                    credit: credit as u32,
-                }
-                .into(),
-            )?;
+            self.replies.grant(credit as u32)?;
             self.credit.granted(credit, Instant::now());
         }
         Ok(())
-    }
-}
-
-/// A write stream: Tswrite, then Tsdata as the server's credit allows.
-struct StreamWrite {
-    replies: Replies,
-    credit: u64,
-}
-
-impl StreamWrite {
-    fn start(file: &File, offset: u64) -> Result<Self, Error> {
-        let msg = Tswrite {
-            fid: file.fid().fid,
-            offset,
-        };
-        Ok(StreamWrite {
-            replies: file.fid().client().inner.start_stream(msg.into())?,
-            credit: 0,
-        })
-    }
-
-    async fn write(&mut self, mut data: Bytes, piece: usize) -> Result<(), Error> {
-        while !data.is_empty() {
-            // Take what came (credit, or an error that ends the stream) ...
-            while let Some(reply) = self.replies.try_next() {
-                self.absorb(reply?)?;
-            }
-            // ... and wait only when there is no credit left.
-            while self.credit == 0 {
-                let reply = self.replies.next().await?;
-                self.absorb(reply)?;
-            }
-            let n = data.len().min(piece).min(self.credit as usize);
-            self.credit -= n as u64;
-            let data = data.split_to(n);
-            self.replies.send(Tsdata { data }.into())?;
-        }
-        Ok(())
-    }
-
-    fn absorb(&mut self, reply: Msg) -> Result<(), Error> {
-        match reply {
-            Msg::Rscredit(r) => {
-                self.credit += r.credit as u64;
-                Ok(())
-            }
-            m => Err(Error::protocol(format!(
-                "{} before the write stream ended",
-                m.name()
-            ))),
-        }
-    }
-
-    async fn finish(mut self) -> Result<u64, Error> {
-        self.replies.send(Tsdata { data: Bytes::new() }.into())?;
-        loop {
-            match self.replies.next().await? {
-                Msg::Rscredit(_) => {}
-                Msg::Rswrite(r) => return Ok(r.count),
-                m => {
-                    return Err(Error::protocol(format!(
-                        "{} ending a write stream",
-                        m.name()
-                    )));
-                }
-            }
-        }
     }
 }

@@ -128,6 +128,9 @@ pub(crate) struct StreamCredit {
 /// reader that stops consuming holds at most this much.
 pub(crate) const STREAM_START: u64 = 128 << 20;
 
+/// Most grants not yet used up that [`StreamCredit`] keeps apart.
+const MAX_GRANTS_KEPT: usize = 1024;
+
 impl StreamCredit {
     /// A stream whose Tsread, granting [`StreamCredit::window`], goes at
     /// `now`; its credit grows up to `max`.
@@ -176,7 +179,15 @@ impl StreamCredit {
         self.held = self.held.max(self.window.bytes());
         self.ungranted = 0;
         self.granted += credit;
-        self.grants.push_back((self.granted, self.window.sent(now)));
+        // A server sending tiny pieces gets a grant for each: past a
+        // thousand unused grants, a new one joins the latest instead, and
+        // its pieces are timed from that. Coarser samples, but a record
+        // that does not grow with the number of pieces.
+        let full = self.grants.len() >= MAX_GRANTS_KEPT;
+        match self.grants.back_mut() {
+            Some(latest) if full => latest.0 = self.granted,
+            _ => self.grants.push_back((self.granted, self.window.sent(now))),
+        }
     }
 }
 
@@ -368,5 +379,25 @@ mod tests {
         // The server keeps a twentieth of what it is granted.
         let (_, got) = stream(1e9, Duration::from_millis(10), 64 << 20, 1 << 20, 256 << 20);
         assert!(got > 0.0);
+    }
+
+    #[test]
+    fn one_byte_pieces_keep_a_bounded_record_of_grants() {
+        // A server that sends one byte at a time, each consumed and granted
+        // again at once (the reader is idle after each).
+        let mut now = Instant::now();
+        let mut credit = StreamCredit::new(STREAM_START, now);
+        for _ in 0..100_000 {
+            now += Duration::from_micros(10);
+            credit.consumed(1, now);
+            let due = credit.due(true);
+            assert_eq!(due, 1);
+            credit.granted(due, now);
+        }
+        assert!(
+            credit.grants.len() <= MAX_GRANTS_KEPT,
+            "{} grants kept",
+            credit.grants.len()
+        );
     }
 }

@@ -1,23 +1,26 @@
 //! Bulk transfers of a range of a file (`File::read_range`,
 //! `File::write_range`): byte-exact in every mode, with short reads and
 //! writes, errors part-way, and dropped transfers; pipelined only where
-//! that keeps the meaning of every request.
+//! that keeps the meaning of every request; and streams held to the
+//! credit the client granted, whatever the server sends.
 
 #[path = "support/flaky.rs"]
 mod flaky;
 #[path = "support/pattern.rs"]
 mod pattern;
+#[path = "support/stream_peer.rs"]
+mod stream_peer;
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use bytes::Bytes;
 use flaky::Flaky;
-use ninep_client::{Client, Error, File, Fsys, Mode, Options, Transfer};
+use ninep_client::{Client, Error, File, Fsys, Mode, Options, RangeRead, Transfer};
 use ninep_server::{Limits, Server, StreamLimits};
 use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR, O_WRONLY};
 use ninep_wire::consts::mode::DMAPPEND;
-use ninep_wire::{Dialect, Errno};
+use ninep_wire::{Dialect, Errno, Fcall, Msg};
 use pattern::pattern;
 
 /// A client of `fs` over an in-memory stream, with a small msize so that a
@@ -49,7 +52,7 @@ async fn write_file(fsys: &Fsys, path: &str, data: &[u8]) {
     let mut w = file
         .write_range(0, Transfer::new(Mode::OneAtATime))
         .await
-        .unwrap();
+        .expect("start");
     w.write(Bytes::copy_from_slice(data)).await.expect("write");
     assert_eq!(w.finish().await.expect("finish"), data.len() as u64);
 }
@@ -62,15 +65,21 @@ async fn read_range(
     how: Transfer,
 ) -> (Vec<u8>, Result<(), Error>) {
     let mut r = file.read_range(offset, len, how).await.expect("start");
-    let mut out = Vec::new();
+    let (pieces, end) = drain(&mut r).await;
+    (pieces.concat(), end)
+}
+
+/// The pieces a range read hands out from here on, and how it ended.
+async fn drain(r: &mut RangeRead<'_>) -> (Vec<Bytes>, Result<(), Error>) {
+    let mut pieces = Vec::new();
     loop {
         match r.next().await {
             Ok(Some(piece)) => {
                 assert!(!piece.is_empty());
-                out.extend_from_slice(&piece);
+                pieces.push(piece);
             }
-            Ok(None) => return (out, Ok(())),
-            Err(e) => return (out, Err(e)),
+            Ok(None) => return (pieces, Ok(())),
+            Err(e) => return (pieces, Err(e)),
         }
     }
 }
@@ -382,4 +391,123 @@ async fn a_stream_dropped_midway_is_flushed() {
     let (got, end) = read_range(&file, 0, None, Transfer::new(Mode::Streamed)).await;
     end.unwrap();
     assert!(got == data);
+}
+
+/// A client of a [`stream_peer`] serving `streams`, and the file it opened
+/// there. Its msize makes pieces of 16 KiB.
+async fn stream_peer_file(streams: Vec<stream_peer::Stream>) -> (stream_peer::Peer, Client, File) {
+    let peer = stream_peer::start(streams).await;
+    let options = Options {
+        dialect: Some(Dialect::L),
+        msize: 16 * 1024 + 24,
+    };
+    let client = Client::connect_with(&peer.addr, options)
+        .await
+        .expect("connect");
+    assert!(client.streams());
+    let fsys = client.attach("glenda", "").await.expect("attach");
+    let file = fsys.open("f", O_RDONLY).await.expect("open");
+    (peer, client, file)
+}
+
+/// Waits for the next message the peer got that `want` picks.
+async fn next_seen(peer: &mut stream_peer::Peer, want: impl Fn(&Fcall) -> bool) -> Fcall {
+    let wait = async {
+        loop {
+            let fcall = peer.seen.recv().await.expect("the peer hung up");
+            if want(&fcall) {
+                return fcall;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .expect("the peer never got it")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_past_its_read_credit_ends_the_stream_not_the_connection() {
+    let credit = 64 * 1024;
+    let flood = Bytes::from(pattern(64 * credit as usize));
+    let streams = vec![
+        stream_peer::Stream {
+            data: flood.clone(),
+            piece: 16 * 1024,
+        },
+        stream_peer::Stream {
+            data: Bytes::from_static(b"within the credit"),
+            piece: 5,
+        },
+    ];
+    let (mut peer, client, file) = stream_peer_file(streams).await;
+    let how = Transfer {
+        mode: Mode::Streamed,
+        max_window: credit,
+    };
+    let mut r = file.read_range(0, None, how).await.expect("start");
+    let tsread = next_seen(&mut peer, |f| matches!(f.msg, Msg::Tsread(_))).await;
+    let Msg::Tsread(m) = &tsread.msg else {
+        unreachable!()
+    };
+    assert_eq!(m.credit as u64, credit);
+    // The peer answers this after the whole stream: once the reply is here,
+    // so is all of the stream, and nothing of it was consumed yet.
+    let data = file.read_at(0, 100).await.expect("read");
+    assert_eq!(data, stream_peer::READ_DATA);
+    let (pieces, end) = drain(&mut r).await;
+    let got = pieces.concat();
+    let err = end.expect_err(&format!(
+        "a stream of {} bytes past a credit of {credit} ended without an error",
+        got.len()
+    ));
+    assert!(
+        matches!(err, Error::Protocol(_)) && err.to_string().contains("credit"),
+        "{err}"
+    );
+    assert!(
+        got.len() as u64 <= credit,
+        "{} bytes handed out from a credit of {credit}",
+        got.len()
+    );
+    assert!(got == flood[..got.len()], "the stream's data differs");
+    drop(r);
+    // The stream was flushed and its tag given back...
+    let flush = next_seen(&mut peer, |f| matches!(f.msg, Msg::Tflush(_))).await;
+    assert!(matches!(flush.msg, Msg::Tflush(f) if f.oldtag == tsread.tag));
+    tokio::time::timeout(Duration::from_secs(10), client.idle())
+        .await
+        .expect("requests left hanging");
+    // ...and the connection serves other requests, streams among them.
+    let data = file.read_at(0, 100).await.expect("read after the stream");
+    assert_eq!(data, stream_peer::READ_DATA);
+    let (got, end) = read_range(&file, 0, None, how).await;
+    end.expect("a stream within its credit");
+    assert_eq!(got, b"within the credit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_one_byte_pieces_is_held_as_a_few_pieces() {
+    let credit = 64 * 1024;
+    let data = Bytes::from(pattern(credit as usize));
+    let streams = vec![stream_peer::Stream {
+        data: data.clone(),
+        piece: 1,
+    }];
+    let (_peer, _client, file) = stream_peer_file(streams).await;
+    let how = Transfer {
+        mode: Mode::Streamed,
+        max_window: credit,
+    };
+    let mut r = file.read_range(0, None, how).await.expect("start");
+    // As above: after this reply, every piece of the stream is held.
+    file.read_at(0, 100).await.expect("read");
+    let (pieces, end) = drain(&mut r).await;
+    end.expect("a stream within its credit");
+    assert!(pieces.concat() == data, "the stream's data differs");
+    // Not one piece (and its bookkeeping) per byte.
+    assert!(
+        pieces.len() <= 64,
+        "{credit} bytes held as {} pieces",
+        pieces.len()
+    );
 }
