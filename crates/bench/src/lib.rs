@@ -15,6 +15,8 @@
 //! [`postmark`] a PostMark-style small-file workload. [`rng`] is the seeded
 //! generator that makes their workloads repeatable.
 
+#![warn(clippy::unwrap_used)]
+
 pub mod forward;
 pub mod hist;
 pub mod io;

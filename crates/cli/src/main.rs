@@ -1,6 +1,8 @@
 //! `ninep`: one binary for the whole toolkit. Each subcommand is a thin layer
 //! over a library crate.
 
+#![warn(clippy::unwrap_used)]
+
 mod args;
 mod bench;
 mod cp;

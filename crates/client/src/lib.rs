@@ -16,6 +16,8 @@
 //! Cancel safety: dropping any future of this crate is safe; the request it
 //! sent is flushed, and a fid it was creating is clunked if the server made it.
 
+#![warn(clippy::unwrap_used)]
+
 mod attrs;
 mod conn;
 mod error;

@@ -29,6 +29,8 @@
 //! `open_flags` converts 9P2000.L's open flags. `filesystem` answers each
 //! 9P call from one of `names`, `attrs`, `data`, `xattrs` and `locks`.
 
+#![warn(clippy::unwrap_used)]
+
 mod attrs;
 mod confine;
 mod data;

@@ -14,6 +14,8 @@
 //! they finish; a flushed request's future is dropped and its reply never
 //! sent. See [`fs::Filesystem`] for what that means for cancel safety.
 
+#![warn(clippy::unwrap_used)]
+
 mod clunk;
 mod create;
 mod dirread;

@@ -50,6 +50,7 @@ impl Default for Taskbag {
 }
 
 impl Taskbag {
+    /// An empty bag: `questions`, `working` and `answers`, all empty.
     pub fn new() -> Taskbag {
         let ram = RamFs::new();
         let make = |name| {

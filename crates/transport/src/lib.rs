@@ -4,6 +4,8 @@
 //! It sits between the wire layer (which never does I/O) and the server and
 //! client (which own connections).
 
+#![warn(clippy::unwrap_used)]
+
 mod dial;
 mod framing;
 mod writer;

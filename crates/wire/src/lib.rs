@@ -26,6 +26,8 @@
 //! assert_eq!(back.to_string(), "Twalk tag 5 fid 308 newfid 296 nwname 2 0:tmp 1:usr");
 //! ```
 
+#![warn(clippy::unwrap_used)]
+
 mod dialect;
 mod errno;
 mod error;
