@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ninep_transport::{Addr, Frame, FrameCodec, Stream, Writer};
 use ninep_wire::*;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
@@ -93,12 +94,12 @@ enum Waiter {
 }
 
 impl Inner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     pub(crate) fn dialect(&self) -> Dialect {
-        *self.dialect.lock().unwrap_or_else(|e| e.into_inner())
+        *self.dialect.lock()
     }
 
     pub(crate) fn msize(&self) -> u32 {
@@ -125,22 +126,14 @@ impl Inner {
     }
 
     pub(crate) fn alloc_fid(&self) -> Fid {
-        if let Some(fid) = self
-            .free_fids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-        {
+        if let Some(fid) = self.free_fids.lock().pop() {
             return Fid(fid);
         }
         Fid(self.next_fid.fetch_add(1, Ordering::Relaxed))
     }
 
     pub(crate) fn free_fid(&self, fid: Fid) {
-        self.free_fids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(fid.0);
+        self.free_fids.lock().push(fid.0);
     }
 
     fn encode(&self, fcall: &Fcall) -> Result<Frame, Error> {
@@ -682,7 +675,7 @@ async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
                 return Err(Error::protocol(format!("bad Rversion msize {}", r.msize)));
             }
             inner.msize.store(r.msize, Ordering::Relaxed);
-            *inner.dialect.lock().unwrap_or_else(|e| e.into_inner()) = want;
+            *inner.dialect.lock() = want;
             inner.streams.store(got.streams, Ordering::Relaxed);
             return Ok(got);
         }

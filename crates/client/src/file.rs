@@ -25,8 +25,8 @@ pub struct File {
     pos: u64,
     // In mutexes only so that a File is Sync; poll_read and poll_write
     // reach them through `get_mut`, without locking.
-    reading: std::sync::Mutex<Option<Op<Bytes>>>,
-    writing: std::sync::Mutex<Option<Op<u32>>>,
+    reading: parking_lot::Mutex<Option<Op<Bytes>>>,
+    writing: parking_lot::Mutex<Option<Op<u32>>>,
 }
 
 impl std::fmt::Debug for File {
@@ -51,8 +51,8 @@ impl File {
             fid,
             iounit,
             pos: 0,
-            reading: std::sync::Mutex::new(None),
-            writing: std::sync::Mutex::new(None),
+            reading: parking_lot::Mutex::new(None),
+            writing: parking_lot::Mutex::new(None),
         }
     }
 
@@ -235,7 +235,7 @@ impl AsyncRead for File {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        let reading = this.reading.get_mut().unwrap_or_else(|e| e.into_inner());
+        let reading = this.reading.get_mut();
         if reading.is_none() {
             let (client, fid) = detached(&this.fid);
             let count = (buf.remaining() as u32).min(this.iounit);
@@ -264,7 +264,7 @@ impl AsyncWrite for File {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        let writing = this.writing.get_mut().unwrap_or_else(|e| e.into_inner());
+        let writing = this.writing.get_mut();
         if writing.is_none() {
             let (client, fid) = detached(&this.fid);
             let n = data.len().min(this.iounit as usize);
