@@ -8,9 +8,11 @@
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
@@ -112,7 +114,7 @@ async fn pump(
                 Ok(Some(frame)) => show(&shared, &out, frame, requests),
                 Ok(None) => break,
                 Err(e) => {
-                    let conn = shared.lock().map(|s| s.conn).unwrap_or(0);
+                    let conn = shared.lock().conn;
                     out.line(&format!(
                         "c{conn} framing lost ({e}); forwarding without tracing"
                     ));
@@ -128,7 +130,7 @@ async fn pump(
 }
 
 fn show(shared: &Mutex<Shared>, out: &Output, frame: bytes::Bytes, request: bool) {
-    let Ok(mut s) = shared.lock() else { return };
+    let mut s = shared.lock();
     let arrow = if request { "->" } else { "<-" };
     let len = frame.len();
     // Before Rversion settles the dialect, a reply may be in any of them

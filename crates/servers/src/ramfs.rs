@@ -6,8 +6,8 @@
 //! permissions. Qid versions start at 1 and grow with every change, so
 //! clients may cache its files.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 
 use bytes::Bytes;
 use ninep_server::{
@@ -202,8 +202,8 @@ impl RamFs {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Makes a directory at the top of the tree (for servers built on ramfs).

@@ -15,7 +15,9 @@
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
@@ -251,7 +253,7 @@ impl Drop for Writer {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     fn release(&self, state: &mut State, n: usize) {
