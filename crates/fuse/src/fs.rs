@@ -11,11 +11,11 @@ use fuser::{
     FileAttr, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
     ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
-use ninep_client::Fid;
+use ninep_client::{Fid, SetAttr};
 use ninep_wire::consts::dotl;
 use ninep_wire::{Dialect, Errno, Name, NameError, Qid};
 
-use crate::remote::{Changes, Lock, Make};
+use crate::remote::{Lock, Make, set_time};
 use crate::{Errno32, Inner, errno, fail};
 
 /// The attribute holding a file's capabilities.
@@ -153,7 +153,7 @@ impl NinepFs {
         self.spawn(|inner| async move {
             let result = async {
                 let dir = inner.fid(parent, user).await?;
-                inner.remote.make(&dir, name.clone(), what).await?;
+                inner.remote.make(&dir, &name, what).await?;
                 inner.lookup(parent, &name, user).await
             }
             .await;
@@ -170,7 +170,9 @@ impl NinepFs {
         self.spawn(|inner| async move {
             let result = async {
                 let dir = inner.fid(parent, user).await?;
-                inner.remote.remove(&dir, name.clone(), rmdir).await?;
+                dir.unlink_at(name.as_str(), rmdir)
+                    .await
+                    .map_err(|e| errno(&e))?;
                 inner.nodes().unlinked(parent, &name);
                 Ok(())
             }
@@ -322,26 +324,31 @@ impl fuser::Filesystem for NinepFs {
         reply: ReplyAttr,
     ) {
         let user = self.user(req);
-        let changes = Changes {
+        // The kernel's mode carries the file's type, which a 9P2000.u wstat
+        // needs to keep a device a device.
+        let mut changes = SetAttr {
             mode,
             uid,
             gid,
             size,
-            atime,
-            mtime,
+            atime: atime.map(set_time),
+            mtime: mtime.map(set_time),
+            ..SetAttr::default()
         };
+        // Any change is a change of the inode (ctime), as in Linux.
+        changes.ctime = changes != SetAttr::default();
         self.spawn(|inner| async move {
             let result = async {
                 // ftruncate and fchmod work on open files whose names are
                 // gone; the inode's fid serves when the open one names a
                 // path that is gone (diod, after a rename).
                 let by_handle = match fh.map(|fh| inner.handle(fh)) {
-                    Some(Ok(h)) => inner.remote.set_attr(h.file.fid(), &changes).await,
+                    Some(Ok(h)) => h.file.fid().setattr(&changes).await.map_err(|e| errno(&e)),
                     _ => Err(fail(Errno::ENOENT)),
                 };
                 if by_handle == Err(fail(Errno::ENOENT)) {
                     let fid = inner.fid(ino, user).await?;
-                    inner.remote.set_attr(&fid, &changes).await?;
+                    fid.setattr(&changes).await.map_err(|e| errno(&e))?;
                 } else {
                     by_handle?;
                 }
@@ -360,7 +367,7 @@ impl fuser::Filesystem for NinepFs {
         self.spawn(|inner| async move {
             let result = async {
                 let fid = inner.fid(ino, user).await?;
-                inner.remote.readlink(&fid).await
+                fid.readlink().await.map_err(|e| errno(&e))
             }
             .await;
             match result {
@@ -453,10 +460,9 @@ impl fuser::Filesystem for NinepFs {
             let result = async {
                 let from = inner.fid(parent, user).await?;
                 let to = inner.fid(newparent, user).await?;
-                let remote = &inner.remote;
-                remote
-                    .rename(&from, oldname.clone(), &to, newname.clone())
-                    .await?;
+                from.rename_at(&oldname, &to, &newname)
+                    .await
+                    .map_err(|e| errno(&e))?;
                 inner.nodes().renamed(parent, &oldname, newparent, &newname);
                 Ok(())
             }
@@ -482,10 +488,7 @@ impl fuser::Filesystem for NinepFs {
             let result = async {
                 let to = inner.fid(ino, user).await?;
                 let dir = inner.fid(newparent, user).await?;
-                inner
-                    .remote
-                    .make(&dir, name.clone(), Make::Link { to })
-                    .await?;
+                inner.remote.make(&dir, &name, Make::Link { to }).await?;
                 inner.lookup(newparent, &name, user).await
             }
             .await;
@@ -629,7 +632,7 @@ impl fuser::Filesystem for NinepFs {
         self.spawn(|inner| async move {
             let result = async {
                 let h = inner.handle(fh)?;
-                inner.remote.fsync(&h.file, datasync).await
+                h.file.fsync(datasync).await.map_err(|e| errno(&e))
             }
             .await;
             answer(reply, result);
