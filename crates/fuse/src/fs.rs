@@ -1,6 +1,9 @@
-//! The kernel's requests, each answered from a task on the runtime.
+//! The kernel's requests: each unpacked, run as a task on the runtime and
+//! answered from there with its outcome. What each does is in the module of
+//! its concern (attrs, names, files, dirs, locks, xattrs).
 
 use std::ffi::OsStr;
+use std::future::Future;
 use std::os::raw::c_int;
 use std::path::Path;
 use std::sync::Arc;
@@ -11,15 +14,17 @@ use fuser::{
     FileAttr, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
     ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
-use ninep_client::Fid;
+use ninep_client::{FsStats, SetAttr};
 use ninep_wire::consts::dotl;
-use ninep_wire::{Dialect, Errno, Name, NameError, Qid};
+use ninep_wire::{Dialect, Errno, Name, NameError};
 
-use crate::remote::{Changes, Lock, Make};
-use crate::{Errno32, Inner, errno, fail};
-
-/// The attribute holding a file's capabilities.
-const CAPABILITY: &str = "security.capability";
+use crate::attrs::set_time;
+use crate::dirs::Entry;
+use crate::files::{Opened, server_flags};
+use crate::locks::Lock;
+use crate::names::Make;
+use crate::xattrs::Xattr;
+use crate::{Errno32, Inner, fail};
 
 /// The largest read or write the kernel is asked to send.
 const MAX_IO: u32 = 1 << 20;
@@ -30,6 +35,64 @@ pub(crate) struct NinepFs {
     pub runtime: tokio::runtime::Handle,
 }
 
+/// A reply the kernel waits for, and how an outcome fills it in.
+trait Answer: Send + 'static {
+    /// What a request that succeeds answers with.
+    type Value: Send + 'static;
+    /// Answers with `value`; `ttl` is how long the kernel may trust
+    /// attributes and entries in it.
+    fn give(self, value: Self::Value, ttl: Duration);
+    fn refuse(self, errno: Errno32);
+}
+
+/// Implements [`Answer`] for a reply type: the value it carries, and how.
+macro_rules! answer {
+    ($reply:ty, $value:ty, |$r:pat_param, $v:pat_param, $ttl:pat_param| $give:expr) => {
+        impl Answer for $reply {
+            type Value = $value;
+            fn give(self, $v: $value, $ttl: Duration) {
+                let $r = self;
+                $give
+            }
+            fn refuse(self, errno: Errno32) {
+                self.error(errno)
+            }
+        }
+    };
+}
+
+answer!(ReplyEmpty, (), |r, (), _| r.ok());
+answer!(ReplyEntry, FileAttr, |r, attr, ttl| r.entry(&ttl, &attr, 0));
+answer!(ReplyAttr, FileAttr, |r, attr, ttl| r.attr(&ttl, &attr));
+answer!(ReplyData, Bytes, |r, data, _| r.data(&data));
+answer!(ReplyWrite, u32, |r, n, _| r.written(n));
+answer!(ReplyOpen, Opened, |r, o, _| r.opened(o.fh, o.flags));
+answer!(ReplyCreate, (FileAttr, Opened), |r, (attr, o), ttl| {
+    r.created(&ttl, &attr, 0, o.fh, o.flags)
+});
+answer!(ReplyStatfs, FsStats, |r, s, _| {
+    r.statfs(
+        s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
+    )
+});
+// The holder is on another host or behind another fid: no pid here.
+answer!(ReplyLock, Lock, |r, l, _| {
+    r.locked(l.start, l.end, l.ty as i32, 0)
+});
+answer!(ReplyXattr, Xattr, |r, x, _| match x {
+    Xattr::Size(n) => r.size(n),
+    Xattr::Value(value) => r.data(&value),
+});
+answer!(ReplyDirectory, Vec<(u64, Entry)>, |mut r, entries, _| {
+    for (ino, e) in entries {
+        // The offset of an entry is the one that resumes after it.
+        if r.add(ino, e.next as i64, e.kind, &e.name) {
+            break;
+        }
+    }
+    r.ok()
+});
+
 /// A name from the kernel as 9P carries it: UTF-8, at most 255 bytes.
 fn name_of(name: &OsStr) -> Result<Name, Errno32> {
     let s = name.to_str().ok_or(fail(Errno::EINVAL))?;
@@ -39,102 +102,25 @@ fn name_of(name: &OsStr) -> Result<Name, Errno32> {
     })
 }
 
-/// Open flags that mean nothing to the server once the kernel has acted on them.
-fn open_flags(flags: i32) -> u32 {
-    flags as u32 & !(dotl::O_CREAT | dotl::O_EXCL | dotl::O_NOCTTY)
-}
-
-/// Answers the kernel: done, or the errno.
-fn answer(reply: ReplyEmpty, result: Result<(), Errno32>) {
-    match result {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(e),
-    }
-}
-
-/// Answers the kernel with a directory entry, or the errno.
-fn entry(reply: ReplyEntry, ttl: Duration, result: Result<FileAttr, Errno32>) {
-    match result {
-        Ok(attr) => reply.entry(&ttl, &attr, 0),
-        Err(e) => reply.error(e),
-    }
-}
-
-impl Inner {
-    /// Walks `name` in `parent` and makes (or finds) its inode; one more
-    /// lookup of it is counted.
-    async fn lookup(&self, parent: u64, name: &Name, user: u32) -> Result<FileAttr, Errno32> {
-        let dir = self.fid(parent, user).await?;
-        let walk = dir.walk(std::slice::from_ref(name));
-        // A name looked up again usually names the same file still: its
-        // attributes are asked for on the fid kept while the walk goes,
-        // and serve if the reply's qid is the one the walk reached.
-        let kept = self.nodes().fid_at(parent, name, user);
-        let (walked, early) = match kept {
-            Some(kept) => {
-                let (walked, attr) = tokio::join!(walk, self.remote.attr(&kept));
-                (walked, attr.ok())
-            }
-            None => (walk.await, None),
-        };
-        let fid = walked.map_err(|e| errno(&e))?;
-        let found = match early {
-            Some((qid, attr)) if qid.path == fid.qid().path => (qid, attr),
-            _ => self.remote.attr(&fid).await?,
-        };
-        Ok(self.found(parent, name, user, Some(fid), found))
-    }
-
-    /// Records `name` in `parent`, found by `user` (who walked `fid`, if
-    /// given), with its qid and attributes; the attributes with the inode
-    /// number.
-    fn found(
-        &self,
-        parent: u64,
-        name: &Name,
-        user: u32,
-        fid: Option<Fid>,
-        (qid, mut attr): (Qid, FileAttr),
-    ) -> FileAttr {
-        let mut nodes = self.nodes();
-        attr.ino = nodes.ino(qid);
-        nodes.found(attr.ino, parent, name.clone(), user, fid);
-        nodes.sized(attr.ino, attr.size);
-        attr
-    }
-
-    async fn attr_of(&self, ino: u64, fh: Option<u64>, user: u32) -> Result<FileAttr, Errno32> {
-        // An open file's own fid first (fstat); without one, the fid of
-        // another open file on the inode rather than a walk to a fid of its
-        // own (new files keep none). Then the inode's: on servers whose fids
-        // name paths (diod), an open fid stops working when its file is
-        // renamed.
-        let handle = match fh {
-            Some(fh) => self.handle(fh).ok(),
-            None if self.nodes().fid(ino, user).is_none() => self.handle_on(ino, user),
-            None => None,
-        };
-        let by_handle = match handle {
-            Some(h) => self.remote.attr(h.file.fid()).await.ok(),
-            None => None,
-        };
-        let (_, mut attr) = match by_handle {
-            Some(found) => found,
-            None => self.remote.attr(&*self.fid(ino, user).await?).await?,
-        };
-        attr.ino = ino;
-        self.nodes().sized(ino, attr.size);
-        Ok(attr)
-    }
+/// An attribute name from the kernel: UTF-8.
+fn xattr_name(name: &OsStr) -> Result<String, Errno32> {
+    name.to_str().map(str::to_owned).ok_or(fail(Errno::EINVAL))
 }
 
 impl NinepFs {
-    /// Runs `f` on the runtime; it answers the kernel itself.
-    fn spawn<F>(&self, f: impl FnOnce(Arc<Inner>) -> F)
+    /// Runs `op` on the runtime and answers `reply` with its outcome.
+    fn answer<A: Answer, F>(&self, reply: A, op: impl FnOnce(Arc<Inner>) -> F)
     where
-        F: std::future::Future<Output = ()> + Send + 'static,
+        F: Future<Output = Result<A::Value, Errno32>> + Send + 'static,
     {
-        self.runtime.spawn(f(self.inner.clone()));
+        let ttl = self.inner.ttl;
+        let outcome = op(self.inner.clone());
+        self.runtime.spawn(async move {
+            match outcome.await {
+                Ok(value) => reply.give(value, ttl),
+                Err(e) => reply.refuse(e),
+            }
+        });
     }
 
     /// The key of the fids that serve `req`.
@@ -142,120 +128,40 @@ impl NinepFs {
         self.inner.user(req.uid())
     }
 
-    /// Makes `name` in directory `parent`, then looks it up: mkdir, mknod,
-    /// symlink and link all answer with the new entry.
+    /// Makes `name` in `parent` and answers with the new entry.
     fn make(&self, req: &Request<'_>, parent: u64, name: &OsStr, what: Make, reply: ReplyEntry) {
-        let name = match name_of(name) {
-            Ok(n) => n,
-            Err(e) => return reply.error(e),
-        };
-        let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let dir = inner.fid(parent, user).await?;
-                inner.remote.make(&dir, name.clone(), what).await?;
-                inner.lookup(parent, &name, user).await
-            }
-            .await;
-            entry(reply, inner.ttl, result);
+        let (name, user) = (name_of(name), self.user(req));
+        self.answer(reply, |inner| async move {
+            inner.make(parent, &name?, user, what).await
         });
     }
 
     fn remove(&self, req: &Request<'_>, parent: u64, name: &OsStr, rmdir: bool, reply: ReplyEmpty) {
-        let name = match name_of(name) {
-            Ok(n) => n,
-            Err(e) => return reply.error(e),
-        };
+        let (name, user) = (name_of(name), self.user(req));
+        self.answer(reply, |inner| async move {
+            inner.remove(parent, &name?, user, rmdir).await
+        });
+    }
+
+    fn open_with(&self, req: &Request<'_>, ino: u64, flags: u32, reply: ReplyOpen) {
         let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let dir = inner.fid(parent, user).await?;
-                inner.remote.remove(&dir, name.clone(), rmdir).await?;
-                inner.nodes().unlinked(parent, &name);
-                Ok(())
-            }
-            .await;
-            answer(reply, result);
-        });
+        self.answer(
+            reply,
+            |inner| async move { inner.open(ino, user, flags).await },
+        );
     }
 
-    fn open_fid(&self, req: &Request<'_>, ino: u64, flags: u32, reply: ReplyOpen) {
-        let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let fresh = inner.fresh_fid(ino, user).await?;
-                let file = fresh.open(flags).await.map_err(|e| errno(&e))?;
-                let open_flags = inner.open_flags(ino, file.qid());
-                Ok::<_, Errno32>((inner.add_handle(file, ino, user, open_flags), open_flags))
-            }
-            .await;
-            match result {
-                Ok((fh, open_flags)) => reply.opened(fh, open_flags),
-                Err(e) => reply.error(e),
-            }
-        });
-    }
-
-    /// Takes, changes or drops `lock` through the open file `fh`.
-    fn lock(&self, fh: u64, lock: Lock, wait: bool, reply: ReplyEmpty) {
-        self.spawn(|inner| async move {
-            let result = async {
-                let h = inner.handle(fh)?;
-                inner.remote.lock(&h.file, lock, wait).await
-            }
-            .await;
-            answer(reply, result);
-        });
-    }
-
-    /// Answers an xattr read: the size alone when asked for 0 bytes.
-    fn xattr_read(
+    fn xattr(
         &self,
         req: &Request<'_>,
         ino: u64,
-        name: Option<&OsStr>,
+        name: Result<String, Errno32>,
         size: u32,
         reply: ReplyXattr,
     ) {
-        if self.inner.remote.dialect != Dialect::L {
-            return reply.error(fail(Errno::EOPNOTSUPP));
-        }
-        let name = match name.map(|n| n.to_str()) {
-            Some(Some(n)) => n.to_owned(),
-            Some(None) => return reply.error(fail(Errno::EINVAL)),
-            None => String::new(),
-        };
-        // The kernel asks for this before every write through the page
-        // cache, to drop it. A file seen without one keeps that answer until
-        // an attribute is set through this mount; a server on Linux drops
-        // capabilities on writes itself.
-        let caps = name == CAPABILITY;
-        if caps && self.inner.known_without_caps(ino) {
-            return reply.error(fail(Errno::ENODATA));
-        }
         let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let fid = inner.fid(ino, user).await?;
-                let value = if name.is_empty() {
-                    fid.xattr_names().await
-                } else {
-                    fid.xattr(&name).await
-                };
-                value.map_err(|e| errno(&e))
-            }
-            .await;
-            match result {
-                Ok(value) if size == 0 => reply.size(value.len() as u32),
-                Ok(value) if value.len() > size as usize => reply.error(fail(Errno::ERANGE)),
-                Ok(value) => reply.data(&value),
-                Err(e) => {
-                    if caps && e == fail(Errno::ENODATA) {
-                        inner.without_caps(ino, true);
-                    }
-                    reply.error(e)
-                }
-            }
+        self.answer(reply, |inner| async move {
+            inner.xattr(ino, user, &name?, size).await
         });
     }
 }
@@ -264,7 +170,7 @@ impl fuser::Filesystem for NinepFs {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), c_int> {
         // Record locks go to the server where it knows them; otherwise the
         // kernel keeps them, for this host only.
-        if self.inner.remote.dialect == Dialect::L {
+        if self.inner.conn.dialect == Dialect::L {
             let _ = config.add_capabilities(fuser::consts::FUSE_POSIX_LOCKS);
         }
         // Lookups and listings in one directory need not wait for each
@@ -279,13 +185,9 @@ impl fuser::Filesystem for NinepFs {
     }
 
     fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let name = match name_of(name) {
-            Ok(n) => n,
-            Err(e) => return reply.error(e),
-        };
-        let user = self.user(req);
-        self.spawn(|inner| async move {
-            entry(reply, inner.ttl, inner.lookup(parent, &name, user).await);
+        let (name, user) = (name_of(name), self.user(req));
+        self.answer(reply, |inner| async move {
+            inner.lookup(parent, &name?, user).await
         });
     }
 
@@ -295,12 +197,10 @@ impl fuser::Filesystem for NinepFs {
 
     fn getattr(&mut self, req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
         let user = self.user(req);
-        self.spawn(|inner| async move {
-            match inner.attr_of(ino, fh, user).await {
-                Ok(attr) => reply.attr(&inner.ttl, &attr),
-                Err(e) => reply.error(e),
-            }
-        });
+        self.answer(
+            reply,
+            |inner| async move { inner.attr_of(ino, fh, user).await },
+        );
     }
 
     fn setattr(
@@ -322,51 +222,26 @@ impl fuser::Filesystem for NinepFs {
         reply: ReplyAttr,
     ) {
         let user = self.user(req);
-        let changes = Changes {
+        // The kernel's mode carries the file's type, which a 9P2000.u wstat
+        // needs to keep a device a device.
+        let set = SetAttr {
             mode,
             uid,
             gid,
             size,
-            atime,
-            mtime,
+            atime: atime.map(set_time),
+            mtime: mtime.map(set_time),
+            ..SetAttr::default()
         };
-        self.spawn(|inner| async move {
-            let result = async {
-                // ftruncate and fchmod work on open files whose names are
-                // gone; the inode's fid serves when the open one names a
-                // path that is gone (diod, after a rename).
-                let by_handle = match fh.map(|fh| inner.handle(fh)) {
-                    Some(Ok(h)) => inner.remote.set_attr(h.file.fid(), &changes).await,
-                    _ => Err(fail(Errno::ENOENT)),
-                };
-                if by_handle == Err(fail(Errno::ENOENT)) {
-                    let fid = inner.fid(ino, user).await?;
-                    inner.remote.set_attr(&fid, &changes).await?;
-                } else {
-                    by_handle?;
-                }
-                inner.attr_of(ino, fh, user).await
-            }
-            .await;
-            match result {
-                Ok(attr) => reply.attr(&inner.ttl, &attr),
-                Err(e) => reply.error(e),
-            }
+        self.answer(reply, |inner| async move {
+            inner.set_attr(ino, fh, user, set).await
         });
     }
 
     fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
         let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let fid = inner.fid(ino, user).await?;
-                inner.remote.readlink(&fid).await
-            }
-            .await;
-            match result {
-                Ok(target) => reply.data(target.as_bytes()),
-                Err(e) => reply.error(e),
-            }
+        self.answer(reply, |inner| async move {
+            inner.readlink(ino, user).await.map(Bytes::from)
         });
     }
 
@@ -444,24 +319,12 @@ impl fuser::Filesystem for NinepFs {
             // RENAME_NOREPLACE and friends have no 9P counterpart.
             return reply.error(fail(Errno::EINVAL));
         }
-        let (oldname, newname) = match (name_of(name), name_of(newname)) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) | (_, Err(e)) => return reply.error(e),
-        };
+        let (oldname, newname) = (name_of(name), name_of(newname));
         let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let from = inner.fid(parent, user).await?;
-                let to = inner.fid(newparent, user).await?;
-                let remote = &inner.remote;
-                remote
-                    .rename(&from, oldname.clone(), &to, newname.clone())
-                    .await?;
-                inner.nodes().renamed(parent, &oldname, newparent, &newname);
-                Ok(())
-            }
-            .await;
-            answer(reply, result);
+        self.answer(reply, |inner| async move {
+            inner
+                .rename(parent, &oldname?, newparent, &newname?, user)
+                .await
         });
     }
 
@@ -473,32 +336,15 @@ impl fuser::Filesystem for NinepFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let name = match name_of(newname) {
-            Ok(n) => n,
-            Err(e) => return reply.error(e),
-        };
-        let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let to = inner.fid(ino, user).await?;
-                let dir = inner.fid(newparent, user).await?;
-                inner
-                    .remote
-                    .make(&dir, name.clone(), Make::Link { to })
-                    .await?;
-                inner.lookup(newparent, &name, user).await
-            }
-            .await;
-            entry(reply, inner.ttl, result);
-        });
+        self.make(req, newparent, newname, Make::Link { to: ino }, reply);
     }
 
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        self.open_fid(req, ino, open_flags(flags), reply);
+        self.open_with(req, ino, server_flags(flags), reply);
     }
 
     fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        self.open_fid(req, ino, dotl::O_RDONLY | dotl::O_DIRECTORY, reply);
+        self.open_with(req, ino, dotl::O_RDONLY | dotl::O_DIRECTORY, reply);
     }
 
     fn read(
@@ -512,40 +358,9 @@ impl fuser::Filesystem for NinepFs {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
-        self.spawn(|inner| async move {
-            let result = async {
-                let h = inner.handle(fh)?;
-                let file = &h.file;
-                let mut at = offset.max(0) as u64;
-                let first = file.read_at(at, size).await.map_err(|e| errno(&e))?;
-                // Usually one Tread does (msize allows a MiB); the reply is
-                // then passed on without a copy. Through the page cache a
-                // short read would mean the end of the file, so the rest is
-                // asked for, unless the kernel knows the file ends there:
-                // it asks for whole pages, past the end of the last one.
-                at += first.len() as u64;
-                let at_end = inner.nodes().size(ino).is_some_and(|size| at >= size);
-                if h.direct || first.is_empty() || first.len() == size as usize || at_end {
-                    return Ok(first);
-                }
-                let mut out = Vec::with_capacity(size as usize);
-                out.extend_from_slice(&first);
-                while out.len() < size as usize {
-                    let want = size - out.len() as u32;
-                    let data = file.read_at(at, want).await.map_err(|e| errno(&e))?;
-                    if data.is_empty() {
-                        break;
-                    }
-                    at += data.len() as u64;
-                    out.extend_from_slice(&data);
-                }
-                Ok::<_, Errno32>(Bytes::from(out))
-            }
-            .await;
-            match result {
-                Ok(data) => reply.data(&data),
-                Err(e) => reply.error(e),
-            }
+        let offset = offset.max(0) as u64;
+        self.answer(reply, |inner| async move {
+            inner.read(ino, fh, offset, size).await
         });
     }
 
@@ -561,42 +376,16 @@ impl fuser::Filesystem for NinepFs {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
-        let data = Bytes::copy_from_slice(data);
-        self.spawn(|inner| async move {
-            let result = async {
-                let file = &inner.handle(fh)?.file;
-                let len = data.len() as u32;
-                let at = offset.max(0) as u64;
-                file.write_all_at(at, data).await.map_err(|e| errno(&e))?;
-                inner.nodes().written(ino, at + u64::from(len));
-                Ok::<_, Errno32>(len)
-            }
-            .await;
-            match result {
-                Ok(n) => reply.written(n),
-                Err(e) => reply.error(e),
-            }
+        let (offset, data) = (offset.max(0) as u64, Bytes::copy_from_slice(data));
+        self.answer(reply, |inner| async move {
+            inner.write(ino, fh, offset, data).await
         });
     }
 
     fn flush(&mut self, _req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
-        // A close drops the closing owner's record locks on the file.
-        let held = self
-            .inner
-            .locked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(ino, lock_owner));
-        if !held {
-            return reply.ok();
-        }
-        let unlock = Lock {
-            ty: dotl::LOCK_TYPE_UNLCK,
-            start: 0,
-            end: Lock::TO_END,
-            owner: lock_owner,
-        };
-        self.lock(fh, unlock, false, reply);
+        self.answer(reply, |inner| async move {
+            inner.unlock_on_close(ino, fh, lock_owner).await
+        });
     }
 
     fn release(
@@ -626,14 +415,10 @@ impl fuser::Filesystem for NinepFs {
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
-        self.spawn(|inner| async move {
-            let result = async {
-                let h = inner.handle(fh)?;
-                inner.remote.fsync(&h.file, datasync).await
-            }
-            .await;
-            answer(reply, result);
-        });
+        self.answer(
+            reply,
+            |inner| async move { inner.fsync(fh, datasync).await },
+        );
     }
 
     fn readdir(
@@ -642,35 +427,11 @@ impl fuser::Filesystem for NinepFs {
         ino: u64,
         fh: u64,
         offset: i64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        self.spawn(|inner| async move {
-            let result = async {
-                let h = inner.handle(fh)?;
-                inner
-                    .remote
-                    .list(&h.file, offset.max(0) as u64, &h.listing)
-                    .await
-            }
-            .await;
-            let entries = match result {
-                Ok(entries) => entries,
-                Err(e) => return reply.error(e),
-            };
-            let mut nodes = inner.nodes();
-            for e in entries {
-                let number = match e.name.as_str() {
-                    "." => ino,
-                    ".." => nodes.parent(ino),
-                    _ => nodes.ino(e.qid),
-                };
-                // The offset of an entry is the one that resumes after it.
-                if reply.add(number, e.next as i64, e.kind, &e.name) {
-                    break;
-                }
-            }
-            drop(nodes);
-            reply.ok();
+        let offset = offset.max(0) as u64;
+        self.answer(reply, |inner| async move {
+            inner.readdir(ino, fh, offset).await
         });
     }
 
@@ -687,19 +448,7 @@ impl fuser::Filesystem for NinepFs {
 
     fn statfs(&mut self, req: &Request<'_>, ino: u64, reply: ReplyStatfs) {
         let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let fid = inner.fid(ino, user).await?;
-                inner.remote.statfs(&fid).await
-            }
-            .await;
-            match result {
-                Ok(s) => reply.statfs(
-                    s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
-                ),
-                Err(e) => reply.error(e),
-            }
-        });
+        self.answer(reply, |inner| async move { inner.statfs(ino, user).await });
     }
 
     fn setxattr(
@@ -712,26 +461,12 @@ impl fuser::Filesystem for NinepFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        if self.inner.remote.dialect != Dialect::L {
-            return reply.error(fail(Errno::EOPNOTSUPP));
-        }
-        let Some(name) = name.to_str().map(str::to_owned) else {
-            return reply.error(fail(Errno::EINVAL));
-        };
+        let (name, user) = (xattr_name(name), self.user(req));
         let value = Bytes::copy_from_slice(value);
-        if name == CAPABILITY {
-            self.inner.without_caps(ino, false);
-        }
-        let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let fid = inner.fid(ino, user).await?;
-                fid.set_xattr(&name, value, flags as u32)
-                    .await
-                    .map_err(|e| errno(&e))
-            }
-            .await;
-            answer(reply, result);
+        self.answer(reply, |inner| async move {
+            inner
+                .set_xattr(ino, user, &name?, value, flags as u32)
+                .await
         });
     }
 
@@ -743,28 +478,18 @@ impl fuser::Filesystem for NinepFs {
         size: u32,
         reply: ReplyXattr,
     ) {
-        self.xattr_read(req, ino, Some(name), size, reply);
+        self.xattr(req, ino, xattr_name(name), size, reply);
     }
 
     fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
-        self.xattr_read(req, ino, None, size, reply);
+        // An empty name asks for the list of names.
+        self.xattr(req, ino, Ok(String::new()), size, reply);
     }
 
     fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
-        if self.inner.remote.dialect != Dialect::L {
-            return reply.error(fail(Errno::EOPNOTSUPP));
-        }
-        let Some(name) = name.to_str().map(str::to_owned) else {
-            return reply.error(fail(Errno::EINVAL));
-        };
-        let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let fid = inner.fid(ino, user).await?;
-                fid.remove_xattr(&name).await.map_err(|e| errno(&e))
-            }
-            .await;
-            answer(reply, result);
+        let (name, user) = (xattr_name(name), self.user(req));
+        self.answer(reply, |inner| async move {
+            inner.remove_xattr(ino, user, &name?).await
         });
     }
 
@@ -786,18 +511,13 @@ impl fuser::Filesystem for NinepFs {
             end,
             owner: lock_owner,
         };
-        self.spawn(|inner| async move {
-            let result = async {
-                let h = inner.handle(fh)?;
-                inner.remote.conflicting(&h.file, lock).await
-            }
-            .await;
-            match result {
-                // The holder is on another host or behind another fid: no pid here.
-                Ok(Some(l)) => reply.locked(l.start, l.end, l.ty as i32, 0),
-                Ok(None) => reply.locked(start, end, dotl::LOCK_TYPE_UNLCK as i32, 0),
-                Err(e) => reply.error(e),
-            }
+        self.answer(reply, |inner| async move {
+            let conflict = inner.conflicting(fh, lock).await?;
+            // None in the way: the lock asked about, as F_UNLCK.
+            Ok(conflict.unwrap_or(Lock {
+                ty: dotl::LOCK_TYPE_UNLCK,
+                ..lock
+            }))
         });
     }
 
@@ -820,14 +540,9 @@ impl fuser::Filesystem for NinepFs {
             end,
             owner: lock_owner,
         };
-        if lock.ty != dotl::LOCK_TYPE_UNLCK {
-            self.inner
-                .locked
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert((ino, lock_owner));
-        }
-        self.lock(fh, lock, sleep, reply);
+        self.answer(reply, |inner| async move {
+            inner.set_lock(ino, fh, lock, sleep).await
+        });
     }
 
     fn create(
@@ -840,41 +555,13 @@ impl fuser::Filesystem for NinepFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let gid = req.gid();
-        let name = match name_of(name) {
-            Ok(n) => n,
-            Err(e) => return reply.error(e),
-        };
-        let user = self.user(req);
-        self.spawn(|inner| async move {
-            let result = async {
-                let dir = inner.fid(parent, user).await?;
-                let at = dir.clone_fid().await.map_err(|e| errno(&e))?;
-                let file = at
-                    .create_with_gid(
-                        name.as_str(),
-                        mode & !umask & 0o7777,
-                        open_flags(flags),
-                        gid,
-                    )
-                    .await
-                    .map_err(|e| errno(&e))?;
-                // The new file's inode gets a walked fid only when one is
-                // needed: most files written and closed are next removed
-                // by name, or opened, which walks anyway.
-                let attrs = inner.remote.attr(file.fid()).await?;
-                let attr = inner.found(parent, &name, user, None, attrs);
-                // A new file has no capabilities: writes need not ask.
-                inner.without_caps(attr.ino, true);
-                let open_flags = inner.open_flags(attr.ino, file.qid());
-                let fh = inner.add_handle(file, attr.ino, user, open_flags);
-                Ok::<_, Errno32>((attr, fh, open_flags))
-            }
-            .await;
-            match result {
-                Ok((attr, fh, flags)) => reply.created(&inner.ttl, &attr, 0, fh, flags),
-                Err(e) => reply.error(e),
-            }
+        let (name, user, gid) = (name_of(name), self.user(req), req.gid());
+        let perm = mode & !umask & 0o7777;
+        self.answer(reply, |inner| async move {
+            let name = name?;
+            inner
+                .create(parent, &name, user, perm, gid, server_flags(flags))
+                .await
         });
     }
 }

@@ -3,8 +3,10 @@
 //! Each FUSE inode holds walked (never opened) fids of its file; each open
 //! file or directory holds a fid of its own, opened. Every kernel request is
 //! answered from a task on the tokio runtime, so requests run concurrently
-//! over the one 9P connection. 9P2000.L is spoken as is; 9P2000.u and
-//! 9P2000 servers are reached through stat and wstat (see `remote`).
+//! over the one 9P connection. The client's operations speak whichever
+//! dialect the server does: 9P2000.L as is, 9P2000.u and 9P2000 through
+//! stat, wstat and Tcreate, refusing with Linux's errno what a dialect
+//! cannot do.
 //! Directory offsets handed to the kernel are the server's Treaddir cookies
 //! (or indexes into a listing read whole), so however the kernel resumes a
 //! listing no entry is lost or repeated.
@@ -17,21 +19,30 @@
 //! attach the mount was made with, or each calling user gets an attach of
 //! their own (by numeric id) and the server checks what they may do.
 
+#![warn(clippy::unwrap_used)]
+
+mod attrs;
+mod dirs;
+mod files;
 mod fs;
+mod locks;
+mod names;
 mod nodes;
-mod remote;
+mod xattrs;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fuser::MountOption;
-use ninep_client::{Fid, File, Fsys};
+use ninep_client::{Client, Error, Fid, File, Fsys};
 use ninep_wire::{Dialect, Errno};
+use parking_lot::{Mutex, MutexGuard};
 
+use dirs::Entry;
 use nodes::{Nodes, ROOT};
-use remote::{Entry, Errno32, Remote, errno, fail};
 
 /// What the kernel may keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -65,10 +76,14 @@ pub enum Access {
     #[default]
     Single,
     /// An attach per calling user, made on their first request with their
-    /// uid as n_uname to tree `aname` (9P2000.u and .L), as v9fs's
-    /// `access=user`. The mount is open to all users. The mount's own
-    /// attach must have been made as `uid`.
-    User { aname: String, uid: u32 },
+    /// uid as n_uname (9P2000.u and .L), as v9fs's `access=user`. The
+    /// mount is open to all users.
+    User {
+        /// The tree each user attaches to.
+        aname: String,
+        /// The user the mount's own attach was made as.
+        uid: u32,
+    },
 }
 
 /// How to mount.
@@ -76,7 +91,9 @@ pub enum Access {
 pub struct Options {
     /// What `mount` shows as the source.
     pub source: String,
+    /// What the kernel may keep.
     pub cache: Cache,
+    /// Whose identity requests carry.
     pub access: Access,
 }
 
@@ -100,7 +117,7 @@ pub fn mount(
         Access::User { uid, .. } => *uid,
     };
     let runtime = tokio::runtime::Handle::current();
-    let remote = Remote {
+    let conn = Conn {
         client,
         dialect,
         owner: (
@@ -110,10 +127,10 @@ pub fn mount(
         lock_client: format!("ninep-fuse-{}", std::process::id()),
     };
     let inner = Inner {
-        remote,
+        conn,
         nodes: Mutex::new(Nodes::new(uid, fsys.into_root())),
         handles: Mutex::new(HashMap::new()),
-        next_handle: Mutex::new(1),
+        next_handle: AtomicU64::new(1),
         locked: Mutex::new(HashSet::new()),
         no_caps: Mutex::new(HashSet::new()),
         cache: options.cache,
@@ -135,6 +152,29 @@ pub fn mount(
     fuser::spawn_mount2(fs, mountpoint, &mount_options)
 }
 
+/// An errno for the kernel.
+type Errno32 = i32;
+
+/// The kernel's errno for a failed client operation.
+fn errno(e: Error) -> Errno32 {
+    fail(e.errno())
+}
+
+fn fail(e: Errno) -> Errno32 {
+    e.0 as i32
+}
+
+/// The connection to the server, and how this mount speaks on it.
+struct Conn {
+    client: Client,
+    dialect: Dialect,
+    /// Owner and group shown for files of 9P2000 servers, which name them
+    /// only by string: the mounting user's.
+    owner: (u32, u32),
+    /// The client id in this mount's lock requests.
+    lock_client: String,
+}
+
 /// An open file or directory.
 struct Handle {
     file: File,
@@ -150,10 +190,10 @@ struct Handle {
 
 /// What every request shares.
 struct Inner {
-    remote: Remote,
+    conn: Conn,
     nodes: Mutex<Nodes>,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
-    next_handle: Mutex<u64>,
+    next_handle: AtomicU64,
     /// (inode, lock owner) pairs that may hold locks: closing a file drops
     /// its owner's locks on it.
     locked: Mutex<HashSet<(u64, u64)>>,
@@ -165,8 +205,8 @@ struct Inner {
 }
 
 impl Inner {
-    fn nodes(&self) -> std::sync::MutexGuard<'_, Nodes> {
-        self.nodes.lock().unwrap_or_else(|e| e.into_inner())
+    fn nodes(&self) -> MutexGuard<'_, Nodes> {
+        self.nodes.lock()
     }
 
     /// Whose fids serve a request from `uid`.
@@ -198,7 +238,7 @@ impl Inner {
     async fn fresh_fid(&self, ino: u64, user: u32) -> Result<Fid, Errno32> {
         let kept = self.nodes().fid(ino, user);
         match kept {
-            Some(fid) => fid.clone_fid().await.map_err(|e| errno(&e)),
+            Some(fid) => fid.clone_fid().await.map_err(errno),
             None => self.walk_to(ino, user).await,
         }
     }
@@ -217,7 +257,7 @@ impl Inner {
             }
             nodes.path(ino).ok_or(fail(Errno::ESTALE))?
         };
-        root.walk(&path).await.map_err(|e| errno(&e))
+        root.walk(&path).await.map_err(errno)
     }
 
     /// The root of a new attach for `user` (per-user access only).
@@ -226,40 +266,28 @@ impl Inner {
             return Err(fail(Errno::EIO));
         };
         let fsys = self
-            .remote
+            .conn
             .client
             .attach_as("", user, aname)
             .await
-            .map_err(|e| errno(&e))?;
+            .map_err(errno)?;
         let root = Arc::new(fsys.into_root());
         self.nodes().add_fid(ROOT, user, root.clone());
         Ok(self.nodes().fid(ROOT, user).unwrap_or(root))
     }
 
-    fn known_without_caps(&self, ino: u64) -> bool {
-        let known = self.no_caps.lock().unwrap_or_else(|e| e.into_inner());
-        known.contains(&ino)
-    }
-
-    /// Records whether `ino` is known to have no capabilities.
-    fn without_caps(&self, ino: u64, none: bool) {
-        let mut known = self.no_caps.lock().unwrap_or_else(|e| e.into_inner());
-        if none {
-            known.insert(ino);
-        } else {
-            known.remove(&ino);
-        }
-    }
-
     fn handle(&self, fh: u64) -> Result<Arc<Handle>, Errno32> {
-        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
-        handles.get(&fh).cloned().ok_or(fail(Errno::EBADF))
+        self.handles
+            .lock()
+            .get(&fh)
+            .cloned()
+            .ok_or(fail(Errno::EBADF))
     }
 
     /// An open file of `user`'s on `ino`, if any.
     fn handle_on(&self, ino: u64, user: u32) -> Option<Arc<Handle>> {
-        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
-        handles
+        self.handles
+            .lock()
             .values()
             .find(|h| h.ino == ino && h.user == user)
             .cloned()
@@ -267,9 +295,7 @@ impl Inner {
 
     /// Keeps `file`, opened on `ino` by `user` with FOPEN flags `open_flags`.
     fn add_handle(&self, file: File, ino: u64, user: u32, open_flags: u32) -> u64 {
-        let mut next = self.next_handle.lock().unwrap_or_else(|e| e.into_inner());
-        let fh = *next;
-        *next += 1;
+        let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
         let handle = Handle {
             file,
             ino,
@@ -277,31 +303,11 @@ impl Inner {
             direct: open_flags & fuser::consts::FOPEN_DIRECT_IO != 0,
             listing: tokio::sync::Mutex::new(Vec::new()),
         };
-        self.handles
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(fh, Arc::new(handle));
+        self.handles.lock().insert(fh, Arc::new(handle));
         fh
     }
 
     fn drop_handle(&self, fh: u64) {
-        self.handles
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&fh);
-    }
-
-    /// FOPEN flags for a file just opened: direct I/O without a cache or for
-    /// synthetic files (qid.version 0); else keep the cached pages if the
-    /// file has not changed since they were read.
-    fn open_flags(&self, ino: u64, qid: ninep_wire::Qid) -> u32 {
-        if self.cache == Cache::None || qid.version == 0 || qid.ty.is_dir() {
-            return fuser::consts::FOPEN_DIRECT_IO;
-        }
-        if self.nodes().keep_cache(ino, qid.version) {
-            fuser::consts::FOPEN_KEEP_CACHE
-        } else {
-            0
-        }
+        self.handles.lock().remove(&fh);
     }
 }

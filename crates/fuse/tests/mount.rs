@@ -350,3 +350,51 @@ async fn a_small_file_is_read_in_one_request() {
     assert_eq!(more(&before, &scene.sent(), "Tread"), 1);
     drop(session);
 }
+
+/// Fifos and devices made through the mount are what they were made as,
+/// before and after a chmod (in 9P2000.u a wstat of the whole mode);
+/// 9P2000 has no such files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn special_files_keep_their_type_through_chmod() {
+    use rustix::fs::{CWD, FileType, Mode, makedev, mknodat};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    for dialect in Dialect::ALL {
+        let (_scene, mnt, session) = mounted("special", Cache::None, dialect).await;
+        tokio::task::spawn_blocking(move || {
+            let fifo = mnt.join("fifo");
+            let null = mnt.join("null");
+            let made = [
+                mknodat(CWD, &fifo, FileType::Fifo, Mode::from(0o640), 0),
+                mknodat(
+                    CWD,
+                    &null,
+                    FileType::CharacterDevice,
+                    Mode::from(0o600),
+                    makedev(1, 3),
+                ),
+            ];
+            if dialect == Dialect::Base {
+                for result in made {
+                    assert_eq!(result.unwrap_err(), rustix::io::Errno::PERM);
+                }
+                return;
+            }
+            for result in made {
+                result.unwrap();
+            }
+            for (path, mode) in [(&fifo, 0o604), (&null, 0o666)] {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+                let meta = std::fs::symlink_metadata(path).unwrap();
+                assert_eq!(meta.mode() & 0o7777, mode, "{dialect} {path:?}");
+            }
+            let fifo = std::fs::symlink_metadata(&fifo).unwrap();
+            assert!(fifo.file_type().is_fifo(), "{dialect}");
+            let null = std::fs::symlink_metadata(&null).unwrap();
+            assert!(null.file_type().is_char_device(), "{dialect}");
+            assert_eq!(null.rdev(), makedev(1, 3), "{dialect}");
+        })
+        .await
+        .unwrap();
+        drop(session);
+    }
+}

@@ -1,0 +1,90 @@
+//! Names in directories: made (directories, special files, links),
+//! removed and renamed, with the inode table kept in step.
+
+use fuser::FileAttr;
+use ninep_client::Node;
+use ninep_wire::Name;
+
+use crate::{Errno32, Inner, errno};
+
+/// A new directory entry to make.
+pub(crate) enum Make {
+    Dir {
+        mode: u32,
+        gid: u32,
+    },
+    Node {
+        mode: u32,
+        rdev: u32,
+        gid: u32,
+    },
+    Symlink {
+        target: String,
+        gid: u32,
+    },
+    /// A hard link to the file of inode `to`.
+    Link {
+        to: u64,
+    },
+}
+
+impl Inner {
+    /// Makes `name` in directory `parent`, then looks it up: mkdir, mknod,
+    /// symlink and link all answer with the new entry.
+    pub async fn make(
+        &self,
+        parent: u64,
+        name: &Name,
+        user: u32,
+        what: Make,
+    ) -> Result<FileAttr, Errno32> {
+        let dir = self.fid(parent, user).await?;
+        let at = name.as_str();
+        let made = match what {
+            Make::Dir { mode, gid } => dir.mkdir_with_gid(at, mode, gid).await.map(drop),
+            Make::Node { mode, rdev, gid } => {
+                let rdev = u64::from(rdev);
+                dir.mknod(at, Node { mode, rdev }, gid).await.map(drop)
+            }
+            Make::Symlink { target, gid } => dir.symlink(at, &target, gid).await.map(drop),
+            Make::Link { to } => {
+                let to = self.fid(to, user).await?;
+                dir.link(at, &to).await
+            }
+        };
+        made.map_err(errno)?;
+        self.lookup(parent, name, user).await
+    }
+
+    /// Removes `name` from directory `parent`: rmdir if `dir_only`, else unlink.
+    pub async fn remove(
+        &self,
+        parent: u64,
+        name: &Name,
+        user: u32,
+        dir_only: bool,
+    ) -> Result<(), Errno32> {
+        let dir = self.fid(parent, user).await?;
+        dir.unlink_at(name.as_str(), dir_only)
+            .await
+            .map_err(errno)?;
+        self.nodes().unlinked(parent, name);
+        Ok(())
+    }
+
+    /// Renames `oldname` in `parent` to `newname` in `newparent`.
+    pub async fn rename(
+        &self,
+        parent: u64,
+        oldname: &Name,
+        newparent: u64,
+        newname: &Name,
+        user: u32,
+    ) -> Result<(), Errno32> {
+        let from = self.fid(parent, user).await?;
+        let to = self.fid(newparent, user).await?;
+        from.rename_at(oldname, &to, newname).await.map_err(errno)?;
+        self.nodes().renamed(parent, oldname, newparent, newname);
+        Ok(())
+    }
+}
