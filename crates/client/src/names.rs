@@ -186,6 +186,8 @@ impl Fid {
                 Err(e) if e.errno() == Errno::EOPNOTSUPP => {}
                 other => return other.map(drop),
             }
+        } else {
+            self.within_one_directory(to)?;
         }
         let file = self.walk(std::slice::from_ref(oldname)).await?;
         file.rename(self, to, newname).await
@@ -206,10 +208,7 @@ impl Fid {
             };
             return self.client.inner.call(msg).await.map(drop);
         }
-        if from.qid().path != to.qid().path {
-            let what = format!("{} renames within a directory only", self.client.dialect());
-            return Err(Error::refused(Errno::EXDEV, what));
-        }
+        from.within_one_directory(to)?;
         let stat = Stat {
             name: newname.to_string(),
             ..Stat::dont_touch()
@@ -219,6 +218,18 @@ impl Fid {
             stat,
         };
         self.client.inner.call(msg).await.map(drop)
+    }
+}
+
+impl Fid {
+    /// A wstat renames within a directory only: EXDEV unless this
+    /// directory is `to`.
+    fn within_one_directory(&self, to: &Fid) -> Result<(), Error> {
+        if self.qid().path != to.qid().path {
+            let what = format!("{} renames within a directory only", self.client.dialect());
+            return Err(Error::refused(Errno::EXDEV, what));
+        }
+        Ok(())
     }
 }
 
