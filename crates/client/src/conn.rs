@@ -584,10 +584,18 @@ impl Client {
         self.inner.call(request).await
     }
 
-    /// Sends any message and returns the reply, whatever its type (an error
-    /// reply as an error): for tools that pass messages through.
+    /// Sends any request answered by one reply and returns the reply,
+    /// whatever its type (an error reply as an error): for tools that pass
+    /// messages through. The stream extension's messages, answered by many
+    /// replies or none, are refused: `File::read_range` and `write_range`
+    /// speak them.
     pub async fn rpc(&self, msg: impl Into<Msg>) -> Result<Msg, Error> {
-        self.inner.rpc(msg.into()).await
+        let msg = msg.into();
+        if msg.is_stream_extension() || !msg.is_request() {
+            let what = format!("{} is not a request answered by one reply", msg.name());
+            return Err(Error::refused(Errno::EINVAL, what));
+        }
+        self.inner.rpc(msg).await
     }
 
     /// Attaches to the tree `aname` as `uname`.
