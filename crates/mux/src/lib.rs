@@ -15,6 +15,8 @@
 //!
 //! [`Filesystem`]: ninep_server::Filesystem
 
+#![warn(clippy::unwrap_used)]
+
 mod attr;
 mod fs;
 mod namespace;
