@@ -1,12 +1,12 @@
-//! The client's view of a file's attributes turned into the server's: the
-//! same fields under other names, with the qid translated.
+//! Attributes between the two sides of the mux: the client library's view
+//! of a file turned into the server framework's (the same fields under
+//! other names, with the qid translated), and the framework's attribute
+//! changes into the client library's.
 
 use ninep_client::{DirEntry, FileInfo};
 use ninep_server::{Attr, SetAttr, SetTime, Time};
-use ninep_wire::consts::{dotl, mode, unix};
-use ninep_wire::{Dialect, Fid, Msg, Qid, QidType, Stat, Tsetattr, Twstat};
-
-use ninep_server::{Error, Result};
+use ninep_wire::consts::unix;
+use ninep_wire::{Qid, QidType};
 
 pub(crate) fn from_info(info: &FileInfo, qid: Qid, name: String) -> Attr {
     let mtime = Time {
@@ -53,117 +53,23 @@ pub(crate) fn from_entry(entry: &DirEntry, qid: Qid) -> Attr {
     }
 }
 
-fn secs(t: SetTime) -> (u64, u64) {
-    let t = match t {
-        SetTime::Now => Time::now(),
-        SetTime::At(t) => t,
-    };
-    (t.sec, u64::from(t.nsec))
+/// Attribute changes as the client library takes them.
+pub(crate) fn to_client(set: &SetAttr) -> ninep_client::SetAttr {
+    ninep_client::SetAttr {
+        mode: set.mode,
+        uid: set.uid,
+        gid: set.gid,
+        group: set.gid_name.clone(),
+        size: set.size,
+        atime: set.atime.map(time_to_client),
+        mtime: set.mtime.map(time_to_client),
+        ctime: set.ctime,
+    }
 }
 
-/// The request that makes `set` on `fid`, in the server's dialect. `qid` is
-/// the file's own, for the Plan 9 mode a wstat must carry.
-pub(crate) fn setattr(dialect: Dialect, fid: Fid, qid: Qid, set: &SetAttr) -> Result<Msg> {
-    if dialect == Dialect::L {
-        let mut m = Tsetattr {
-            fid,
-            valid: 0,
-            mode: 0,
-            uid: 0,
-            gid: 0,
-            size: 0,
-            atime_sec: 0,
-            atime_nsec: 0,
-            mtime_sec: 0,
-            mtime_nsec: 0,
-        };
-        if let Some(mode) = set.mode {
-            m.valid |= dotl::SETATTR_MODE;
-            m.mode = mode;
-        }
-        if let Some(uid) = set.uid {
-            m.valid |= dotl::SETATTR_UID;
-            m.uid = uid;
-        }
-        let gid = match (&set.gid, &set.gid_name) {
-            (Some(gid), _) => Some(*gid),
-            (None, Some(name)) => Some(name.parse().map_err(|_| {
-                Error::with_errno(
-                    ninep_wire::Errno::EINVAL,
-                    "group names do not reach 9P2000.L",
-                )
-            })?),
-            (None, None) => None,
-        };
-        if let Some(gid) = gid {
-            m.valid |= dotl::SETATTR_GID;
-            m.gid = gid;
-        }
-        if let Some(size) = set.size {
-            m.valid |= dotl::SETATTR_SIZE;
-            m.size = size;
-        }
-        if let Some(t) = set.atime {
-            m.valid |= dotl::SETATTR_ATIME;
-            if let SetTime::At(_) = t {
-                m.valid |= dotl::SETATTR_ATIME_SET;
-                (m.atime_sec, m.atime_nsec) = secs(t);
-            }
-        }
-        if let Some(t) = set.mtime {
-            m.valid |= dotl::SETATTR_MTIME;
-            if let SetTime::At(_) = t {
-                m.valid |= dotl::SETATTR_MTIME_SET;
-                (m.mtime_sec, m.mtime_nsec) = secs(t);
-            }
-        }
-        if set.ctime {
-            m.valid |= dotl::SETATTR_CTIME;
-        }
-        return Ok(m.into());
+fn time_to_client(t: SetTime) -> ninep_client::SetTime {
+    match t {
+        SetTime::Now => ninep_client::SetTime::Now,
+        SetTime::At(Time { sec, nsec }) => ninep_client::SetTime::At { sec, nsec },
     }
-    let mut stat = Stat::dont_touch();
-    if let Some(perm) = set.mode {
-        let mut dm = perm & 0o777;
-        for (q, bit) in [
-            (QidType::DIR, mode::DMDIR),
-            (QidType::APPEND, mode::DMAPPEND),
-            (QidType::EXCL, mode::DMEXCL),
-        ] {
-            if qid.ty.contains(q) {
-                dm |= bit;
-            }
-        }
-        stat.mode = dm;
-    }
-    if set.uid.is_some() {
-        return Err(Error::with_errno(
-            ninep_wire::Errno::EPERM,
-            "owners cannot be changed over 9P2000",
-        ));
-    }
-    match (&set.gid_name, set.gid) {
-        (Some(name), _) => stat.gid = name.clone(),
-        (None, Some(gid)) if dialect == Dialect::U => stat.n_gid = gid,
-        (None, Some(gid)) => stat.gid = gid.to_string(),
-        (None, None) => {}
-    }
-    if dialect == Dialect::U {
-        stat.n_uid = !0;
-        if set.gid.is_none() {
-            stat.n_gid = !0;
-        }
-        stat.n_muid = !0;
-    }
-    if let Some(size) = set.size {
-        stat.length = size;
-    }
-    // 9P2000 times are whole seconds until 2106.
-    if let Some(t) = set.atime {
-        stat.atime = secs(t).0 as u32;
-    }
-    if let Some(t) = set.mtime {
-        stat.mtime = secs(t).0 as u32;
-    }
-    Ok(Twstat { fid, stat }.into())
 }

@@ -11,16 +11,13 @@ use ninep_client::Options;
 use ninep_server::fs::no_statfs;
 use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, Time, User};
 use ninep_wire::consts::{dotl, unix};
-use ninep_wire::{
-    Dialect, Errno, Msg, NONUNAME, Name, Qid, Rstatfs, Stat, Tfsync, Treadlink, Trename, Tstatfs,
-    Tsymlink, Twstat,
-};
+use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rstatfs, convert};
 
-use crate::ahead::Ahead;
 use crate::attr;
+use crate::namespace::{Member, Namespace, Shared, Target, local_qid};
+use crate::node::{Kind, Node, View};
 use crate::nsfile::{self, Entry};
-use crate::space::{Kind, Member, Namespace, Node, Remote, RemoteFid, Shared, Target, View};
-use crate::upstream::{LOCAL, Upstream, Upstreams};
+use crate::upstream::{LOCAL, RemoteFile, Upstreams};
 
 /// How the mux reaches its servers.
 #[derive(Debug, Clone)]
@@ -65,6 +62,7 @@ pub struct Mux {
 const MEND_EVERY: Duration = Duration::from_secs(1);
 
 impl Mux {
+    /// A mux with an empty base name space.
     pub fn new(config: Config) -> Mux {
         let upstreams = Upstreams::new(config.window, config.read_ahead, config.client);
         let shared = Arc::new(Shared::new(upstreams, config.uname, config.n_uname));
@@ -129,12 +127,8 @@ fn local_attr(node_qid: Qid, name: String, uname: &str) -> Attr {
     }
 }
 
-fn translate(node: &Node, src: u32, qid: Qid) -> Result<Qid> {
-    node.ns.shared.qids.translate(src, qid)
-}
-
 /// The member of `dir` that creates go to.
-fn create_member(dir: &Node) -> Result<&Arc<Remote>> {
+fn create_member(dir: &Node) -> Result<&Arc<RemoteFile>> {
     if !dir.view.mounted {
         return dir.remote().map_err(|_| Error::prohibited("create"));
     }
@@ -148,52 +142,15 @@ fn create_member(dir: &Node) -> Result<&Arc<Remote>> {
     }
 }
 
-/// Opens one member of `node` with `flags`. A fid that only this node holds
-/// is opened itself; a shared one (the root of a mount, a clone) is cloned
-/// first. `stat_entries` keeps a walkable fid beside an open directory.
-async fn open_member(
-    target: Target,
-    flags: u32,
-    is_dir: bool,
-    stat_entries: bool,
-) -> Result<Target> {
+/// Opens one member of a node with Linux open `flags`; `stat_entries`
+/// keeps a walkable fid beside an open directory (see [`RemoteFile::open`]).
+async fn open_member(target: Target, flags: u32, stat_entries: bool) -> Result<Target> {
     let Member::Remote(remote) = target.member else {
         return Ok(target);
     };
-    let up = remote.up.clone();
-    let _turn = up.turn().await;
-    let fid = match Arc::try_unwrap(remote) {
-        Ok(Remote {
-            fid: RemoteFid::Walked(fid),
-            ..
-        }) => fid,
-        Ok(_) => return Err(Error::with_errno(Errno::EBADF, "fid already open")),
-        Err(shared) => shared.fid().clone_fid().await.map_err(|e| up.error(e))?,
-    };
-    let up_dialect = up.client.dialect();
-    let flags = if is_dir {
-        dotl::O_RDONLY
-            | if up_dialect == Dialect::L {
-                dotl::O_DIRECTORY
-            } else {
-                0
-            }
-    } else {
-        flags
-    };
-    let fid = if is_dir && stat_entries && up_dialect == Dialect::L {
-        let file = fid.clone_fid().await.map_err(|e| up.error(e))?;
-        let file = file.open(flags).await.map_err(|e| up.error(e))?;
-        RemoteFid::OpenDir { file, dir: fid }
-    } else {
-        RemoteFid::Open(fid.open(flags).await.map_err(|e| up.error(e))?)
-    };
+    let opened = remote.open(flags, stat_entries).await?;
     Ok(Target {
-        member: Member::Remote(Arc::new(Remote {
-            up: up.clone(),
-            fid,
-            ahead: Ahead::default(),
-        })),
+        member: Member::Remote(Arc::new(opened)),
         ..target
     })
 }
@@ -249,11 +206,8 @@ impl Filesystem for Mux {
                 &shared.uname,
             )),
             (_, Some(Member::Remote(r))) => {
-                let info = {
-                    let _turn = r.up.turn().await;
-                    r.fid().stat().await.map_err(|e| r.up.error(e))?
-                };
-                let qid = translate(node, r.up.id, info.qid)?;
+                let info = r.stat().await?;
+                let qid = node.ns.translate(r.src(), info.qid)?;
                 let name = name.unwrap_or_else(|| info.name.clone());
                 Ok(attr::from_info(&info, qid, name))
             }
@@ -262,11 +216,7 @@ impl Filesystem for Mux {
     }
 
     async fn setattr(&self, _cx: &Cx, node: &Node, set: &SetAttr) -> Result<()> {
-        let r = node.remote()?;
-        let msg = attr::setattr(r.up.client.dialect(), r.fid().number(), r.fid().qid(), set)?;
-        let _turn = r.up.turn().await;
-        r.up.client.rpc(msg).await.map_err(|e| r.up.error(e))?;
-        Ok(())
+        node.remote()?.setattr(&attr::to_client(set)).await
     }
 
     async fn open(&self, cx: &Cx, node: &mut Node, flags: u32) -> Result<Opened> {
@@ -284,12 +234,19 @@ impl Filesystem for Mux {
             Some(Kind::Members(members)) => std::mem::take(members),
             _ => node.members().to_vec(),
         };
+        // Directories are read, whatever the client asked; one listed for
+        // a client of 9P2000 or .u needs each entry's stat.
         let is_dir = qid.ty.is_dir();
-        let stat_entries = cx.dialect != Dialect::L;
+        let flags = if is_dir {
+            dotl::O_RDONLY | dotl::O_DIRECTORY
+        } else {
+            flags
+        };
+        let stat_entries = is_dir && cx.dialect != Dialect::L;
         let opened = join_all(
             targets
                 .into_iter()
-                .map(|t| open_member(t, flags, is_dir, stat_entries)),
+                .map(|t| open_member(t, flags, stat_entries)),
         )
         .await
         .into_iter()
@@ -301,9 +258,8 @@ impl Filesystem for Mux {
             ..
         }) = opened.first()
         {
-            let file = r.file()?;
-            iounit = file.iounit();
-            qid = translate(node, r.up.id, file.qid())?;
+            iounit = r.iounit();
+            qid = node.ns.translate(r.src(), r.qid())?;
         }
         *node = node.with_view(View {
             kind: Kind::Members(opened),
@@ -326,50 +282,18 @@ impl Filesystem for Mux {
         gid: u32,
     ) -> Result<(Node, Opened)> {
         let r = create_member(dir)?;
-        let up = &r.up;
-        let file = {
-            let _turn = up.turn().await;
-            let fid = r.fid().clone_fid().await.map_err(|e| up.error(e))?;
-            fid.create_with_gid(name.as_str(), mode, flags, gid)
-                .await
-                .map_err(|e| up.error(e))?
-        };
-        let raw = file.qid();
-        let qid = translate(dir, up.id, raw)?;
+        let file = r.create(name, mode, flags, gid).await?;
         let iounit = file.iounit();
-        let node = dir.child(View {
-            kind: Kind::Members(vec![Target {
-                member: Member::Remote(Arc::new(Remote {
-                    up: up.clone(),
-                    fid: RemoteFid::Open(file),
-                    ahead: Ahead::default(),
-                })),
-                qid: raw,
-                create: false,
-                origin: 0,
-            }]),
-            name: Some(name.to_string()),
-            qid,
-            key: crate::space::Key {
-                src: up.id,
-                path: raw.path,
-            },
-            mounted: false,
-            parent: Some((r.clone(), Vec::new())),
-        });
-        Ok((node, Opened { qid, iounit }))
+        let mut view = dir.remote_view(file, name.as_str())?;
+        view.parent = Some((r.clone(), Vec::new()));
+        let qid = view.qid;
+        Ok((dir.child(view), Opened { qid, iounit }))
     }
 
-    async fn mkdir(&self, _cx: &Cx, dir: &Node, name: &Name, mode: u32, _gid: u32) -> Result<Qid> {
+    async fn mkdir(&self, _cx: &Cx, dir: &Node, name: &Name, mode: u32, gid: u32) -> Result<Qid> {
         let r = create_member(dir)?;
-        let qid = {
-            let _turn = r.up.turn().await;
-            r.fid()
-                .mkdir(name.as_str(), mode)
-                .await
-                .map_err(|e| r.up.error(e))?
-        };
-        translate(dir, r.up.id, qid)
+        let qid = r.mkdir(name, mode, gid).await?;
+        dir.ns.translate(r.src(), qid)
     }
 
     async fn symlink(
@@ -381,47 +305,37 @@ impl Filesystem for Mux {
         gid: u32,
     ) -> Result<Qid> {
         let r = create_member(dir)?;
-        if r.up.client.dialect() != Dialect::L {
-            return Err(Error::not_supported());
-        }
-        let msg = Tsymlink {
-            fid: r.fid().number(),
-            name: name.clone(),
-            symtgt: target.to_owned(),
-            gid,
+        let qid = r.symlink(name, target, gid).await?;
+        dir.ns.translate(r.src(), qid)
+    }
+
+    async fn mknod(
+        &self,
+        _cx: &Cx,
+        dir: &Node,
+        name: &Name,
+        mode: u32,
+        major: u32,
+        minor: u32,
+        gid: u32,
+    ) -> Result<Qid> {
+        let r = create_member(dir)?;
+        let node = ninep_client::Node {
+            mode,
+            rdev: convert::makedev(major, minor),
         };
-        let reply = {
-            let _turn = r.up.turn().await;
-            r.up.client.rpc(msg).await.map_err(|e| r.up.error(e))?
-        };
-        match reply {
-            Msg::Rsymlink(s) => translate(dir, r.up.id, s.qid),
-            _ => Err(Error::from_errno(Errno::EPROTO)),
-        }
+        let qid = r.mknod(name, node, gid).await?;
+        dir.ns.translate(r.src(), qid)
+    }
+
+    async fn link(&self, _cx: &Cx, dir: &Node, file: &Node, name: &Name) -> Result<()> {
+        let r = create_member(dir)?;
+        let to = file.remote().map_err(|_| Error::from_errno(Errno::EXDEV))?;
+        r.link(name, to).await
     }
 
     async fn readlink(&self, _cx: &Cx, node: &Node) -> Result<String> {
-        let r = node.remote()?;
-        let _turn = r.up.turn().await;
-        match r.up.client.dialect() {
-            Dialect::L => {
-                let msg = Treadlink {
-                    fid: r.fid().number(),
-                };
-                match r.up.client.rpc(msg).await.map_err(|e| r.up.error(e))? {
-                    Msg::Rreadlink(l) => Ok(l.target),
-                    _ => Err(Error::from_errno(Errno::EPROTO)),
-                }
-            }
-            Dialect::U => {
-                let info = r.fid().stat().await.map_err(|e| r.up.error(e))?;
-                if info.mode & unix::S_IFMT != unix::S_IFLNK {
-                    return Err(Error::from_errno(Errno::EINVAL));
-                }
-                Ok(info.extension)
-            }
-            Dialect::Base => Err(Error::from_errno(Errno::EINVAL)),
-        }
+        node.remote()?.readlink().await
     }
 
     async fn read(&self, cx: &Cx, node: &Node, offset: u64, count: u32) -> Result<Bytes> {
@@ -431,12 +345,7 @@ impl Filesystem for Mux {
             let end = start.saturating_add(count as usize).min(text.len());
             return Ok(text.slice(start..end));
         }
-        let r = node.remote()?;
-        let _turn = r.up.turn().await;
-        r.ahead
-            .read(r, offset, count, cx.streaming)
-            .await
-            .map_err(|e| r.up.error(e))
+        node.remote()?.read(offset, count, cx.streaming).await
     }
 
     async fn write(&self, _cx: &Cx, node: &Node, offset: u64, data: Bytes) -> Result<u32> {
@@ -450,15 +359,12 @@ impl Filesystem for Mux {
             }
             return Ok(data.len() as u32);
         }
-        let r = node.remote()?;
-        let file = r.file()?;
-        let _turn = r.up.turn().await;
-        file.write_at(offset, data).await.map_err(|e| r.up.error(e))
+        node.remote()?.write(offset, data).await
     }
 
     async fn clunk(&self, _cx: &Cx, node: Node) -> Result<()> {
         if let Ok(r) = node.remote() {
-            r.ahead.stop().await;
+            r.stop_reading_ahead().await;
         }
         Ok(())
     }
@@ -483,18 +389,9 @@ impl Filesystem for Mux {
             return Err(Error::with_errno(Errno::EBUSY, "mount point"));
         }
         let r = node.remote().map_err(|_| Error::prohibited("remove"))?;
-        let _turn = r.up.turn().await;
         // Only this node holds the fid: remove through it.
-        if Arc::strong_count(&node.view) == 1 && Arc::strong_count(r) == 1 {
-            return r.fid().remove_in_place().await.map_err(|e| r.up.error(e));
-        }
-        match &r.fid {
-            RemoteFid::Walked(fid) => {
-                let clone = fid.clone_fid().await.map_err(|e| r.up.error(e))?;
-                clone.remove().await.map_err(|e| r.up.error(e))
-            }
-            _ => Err(Error::with_errno(Errno::EBUSY, "file in use")),
-        }
+        let in_place = Arc::strong_count(&node.view) == 1 && Arc::strong_count(r) == 1;
+        r.remove(in_place).await
     }
 
     async fn rename(
@@ -508,100 +405,32 @@ impl Filesystem for Mux {
             return Err(Error::with_errno(Errno::EBUSY, "mount point"));
         }
         let r = node.remote()?;
-        let up = &r.up;
         let newdir = match newdir {
-            Some(d) => {
-                let d = d.remote().map_err(|_| Error::from_errno(Errno::EXDEV))?;
-                if !Arc::ptr_eq(&d.up, up) {
-                    return Err(Error::from_errno(Errno::EXDEV));
-                }
-                Some(d)
-            }
+            Some(d) => Some(d.remote().map_err(|_| Error::from_errno(Errno::EXDEV))?),
             None => None,
         };
         // The directory holding the file, walked to afresh if need be.
         let Some((start, names)) = &node.view.parent else {
             return Err(Error::from_errno(Errno::EXDEV));
         };
-        let _turn = up.turn().await;
-        let walked = if names.is_empty() {
-            None
-        } else {
-            match start
-                .fid()
-                .walk_some(names)
-                .await
-                .map_err(|e| up.error(e))?
-            {
-                (_, Some(fid)) => Some(fid),
-                (_, None) => return Err(Error::not_found()),
-            }
-        };
-        let parent = walked.as_ref().unwrap_or_else(|| start.fid());
-        let msg: Msg = if up.client.dialect() == Dialect::L {
-            Trename {
-                fid: r.fid().number(),
-                dfid: newdir.map_or_else(|| parent.number(), |d| d.fid().number()),
-                name: name.clone(),
-            }
-            .into()
-        } else {
-            if newdir.is_some_and(|d| d.fid().qid().path != parent.qid().path) {
-                return Err(Error::from_errno(Errno::EXDEV));
-            }
-            Twstat {
-                fid: r.fid().number(),
-                stat: Stat {
-                    name: name.to_string(),
-                    ..Stat::dont_touch()
-                },
-            }
-            .into()
-        };
-        up.client.rpc(msg).await.map(drop).map_err(|e| up.error(e))
+        r.rename((start, names), newdir.map(|d| &**d), name).await
     }
 
     async fn fsync(&self, _cx: &Cx, node: &Node, datasync: bool) -> Result<()> {
-        let Ok(r) = node.remote() else {
-            return Ok(());
-        };
-        let fid = r.fid().number();
-        let msg: Msg = match r.up.client.dialect() {
-            Dialect::L => Tfsync {
-                fid,
-                datasync: Some(u32::from(datasync)),
-            }
-            .into(),
-            _ => Twstat {
-                fid,
-                stat: Stat::dont_touch(),
-            }
-            .into(),
-        };
-        let _turn = r.up.turn().await;
-        r.up.client
-            .rpc(msg)
-            .await
-            .map(drop)
-            .map_err(|e| r.up.error(e))
+        match node.remote() {
+            Ok(r) => r.fsync(datasync).await,
+            Err(_) => Ok(()),
+        }
     }
 
     async fn statfs(&self, _cx: &Cx, node: &Node) -> Result<Rstatfs> {
-        match node.remote() {
-            Ok(r) if r.up.client.dialect() == Dialect::L => {
-                let _turn = r.up.turn().await;
-                let msg = Tstatfs {
-                    fid: r.fid().number(),
-                };
-                match r.up.client.rpc(msg).await.map_err(|e| r.up.error(e))? {
-                    Msg::Rstatfs(s) => Ok(s),
-                    _ => Err(Error::from_errno(Errno::EPROTO)),
-                }
-            }
-            // Nothing to ask: the mux's own directories, unions, and servers
-            // of other dialects, which have no statfs.
-            _ => Ok(no_statfs()),
-        }
+        // Nothing to ask for the mux's own directories and unions, nor
+        // servers whose dialect has no statfs.
+        let figures = match node.remote() {
+            Ok(r) => r.statfs().await?,
+            Err(_) => None,
+        };
+        Ok(figures.unwrap_or_else(no_statfs))
     }
 }
 
@@ -615,7 +444,7 @@ async fn list_member(cx: &Cx, node: &Node, target: &Target) -> Result<Vec<DirEnt
                 .local_children(*id)
                 .into_iter()
                 .map(|(name, child)| {
-                    let qid = translate(node, LOCAL, crate::space::local_qid(child))?;
+                    let qid = node.ns.translate(LOCAL, local_qid(child))?;
                     Ok(DirEntry {
                         name: Name::new(name.clone()).map_err(|e| Error::new(e.to_string()))?,
                         attr: local_attr(qid, name, uname),
@@ -625,10 +454,7 @@ async fn list_member(cx: &Cx, node: &Node, target: &Target) -> Result<Vec<DirEnt
         }
         Member::Remote(r) => r,
     };
-    let entries = {
-        let _turn = r.up.turn().await;
-        r.file()?.read_dir().await.map_err(|e| r.up.error(e))?
-    };
+    let entries = r.read_dir().await?;
     let attrs = join_all(entries.iter().map(|e| entry_attr(cx, node, r, e))).await;
     let mut out = Vec::with_capacity(entries.len());
     for (e, attr) in entries.into_iter().zip(attrs) {
@@ -646,27 +472,17 @@ async fn list_member(cx: &Cx, node: &Node, target: &Target) -> Result<Vec<DirEnt
 async fn entry_attr(
     cx: &Cx,
     node: &Node,
-    r: &Arc<Remote>,
+    r: &RemoteFile,
     e: &ninep_client::DirEntry,
 ) -> Result<Attr> {
-    let qid = translate(node, r.up.id, e.qid)?;
+    let qid = node.ns.translate(r.src(), e.qid)?;
     if let Some(info) = &e.info {
         return Ok(attr::from_info(info, qid, e.name.clone()));
     }
-    let RemoteFid::OpenDir { dir, .. } = &r.fid else {
-        if cx.dialect != Dialect::L {
-            return Err(Error::from_errno(Errno::EIO));
-        }
-        return Ok(attr::from_entry(e, qid));
-    };
     let name = Name::new(e.name.clone()).map_err(|e| Error::new(e.to_string()))?;
-    let up: &Upstream = &r.up;
-    let _turn = up.turn().await;
-    let (_, fid) = dir
-        .walk_some(std::slice::from_ref(&name))
-        .await
-        .map_err(|e| up.error(e))?;
-    let fid = fid.ok_or_else(Error::not_found)?;
-    let info = fid.stat().await.map_err(|e| up.error(e))?;
-    Ok(attr::from_info(&info, qid, e.name.clone()))
+    match r.stat_entry(&name).await? {
+        Some(info) => Ok(attr::from_info(&info, qid, e.name.clone())),
+        None if cx.dialect == Dialect::L => Ok(attr::from_entry(e, qid)),
+        None => Err(Error::from_errno(Errno::EIO)),
+    }
 }

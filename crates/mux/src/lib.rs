@@ -9,17 +9,20 @@
 //! mounted server is one connection ([`upstream`]) shared by all clients.
 //!
 //! Each attach gets its own name space, a copy of the mux's base one
-//! ([`space`]); its control file `#ns`, walked to from its root, reads back
-//! the name space in namespace-file syntax ([`nsfile`]) and takes new lines.
+//! ([`namespace`]), through which its fids walk ([`node`]); its control
+//! file `#ns`, walked to from its root, reads back the name space in
+//! namespace-file syntax ([`nsfile`]) and takes new lines.
 //!
 //! [`Filesystem`]: ninep_server::Filesystem
 
-mod ahead;
+#![warn(clippy::unwrap_used)]
+
 mod attr;
 mod fs;
+mod namespace;
+mod node;
 pub mod nsfile;
-mod space;
 mod upstream;
 
 pub use fs::{Config, Mux};
-pub use space::Node;
+pub use node::Node;

@@ -49,19 +49,31 @@ impl fmt::Display for Flags {
 /// One line of a namespace file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
+    /// `mount [-abc] ADDR OLD [ANAME]`.
     Mount {
+        /// How the tree joins what is at OLD.
         flags: Flags,
+        /// The server's dial string (`tcp!host!564`, `unix!/path`).
         addr: String,
+        /// Where the tree goes.
         old: String,
+        /// The tree of the server to attach to; empty for its default.
         aname: String,
     },
+    /// `bind [-abc] NEW OLD`.
     Bind {
+        /// How NEW joins what is at OLD.
         flags: Flags,
+        /// The file or directory to put at OLD, as the name space has it.
         new: String,
+        /// Where it goes.
         old: String,
     },
+    /// `unmount [NEW] OLD`.
     Unmount {
+        /// The mount's address or the bind's NEW to undo; all at OLD if none.
         new: Option<String>,
+        /// Where they were put.
         old: String,
     },
 }
@@ -106,6 +118,7 @@ impl fmt::Display for Entry {
 pub struct ParseError {
     /// 1-based.
     pub line: usize,
+    /// What is wrong with it.
     pub what: String,
 }
 

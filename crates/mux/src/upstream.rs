@@ -1,14 +1,28 @@
 //! The connections to mounted servers, one per address and shared by every
 //! client of the mux, and the translation of their qids into one space.
+//!
+//! A server's files are reached only through [`RemoteFile`]s, whose every
+//! operation takes a turn in the server's request window for the requests
+//! it sends. The turn is this module's, so no other part of the mux can
+//! send outside the window, forget to wait for it, or wait for a second
+//! turn while holding one. The one exception is reading ahead ([`ahead`]):
+//! its transfer is bounded by the read-ahead instead, and a client's read
+//! holds a turn while it waits for what the transfer brings.
+
+mod ahead;
+mod remote;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use ninep_client::{Client, Options};
-use ninep_server::Error;
-use ninep_wire::{Errno, Qid};
+use ninep_server::{Error, Result};
+use ninep_wire::{Dialect, Errno, Qid};
+use parking_lot::Mutex;
 use tokio::sync::{Semaphore, SemaphorePermit};
+
+pub(crate) use remote::RemoteFile;
 
 /// The source number of the mux's own files (its directories and `#ns`).
 pub(crate) const LOCAL: u32 = 0;
@@ -21,15 +35,15 @@ const DIAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 pub(crate) struct Upstream {
     /// Names this connection in qids and mount points; never reused.
     pub id: u32,
-    pub addr: String,
-    pub client: Client,
+    addr: String,
+    client: Client,
     /// Requests in flight to this server. Past it, requests wait their turn
     /// in arrival order (holding their clients' request slots), so a slow
     /// server holds back its own clients and no one else, and the server's
     /// tags and request limit are never exceeded.
     window: Semaphore,
     /// Most bytes read ahead for one open file.
-    pub read_ahead: u64,
+    read_ahead: u64,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -42,17 +56,42 @@ impl std::fmt::Debug for Upstream {
 }
 
 impl Upstream {
-    /// A turn to send one request (or one short sequence of them).
-    pub async fn turn(&self) -> SemaphorePermit<'_> {
-        // The semaphore is never closed.
+    /// A turn to send one request (or one short sequence of them), for
+    /// this module's handles alone (see the module's comment).
+    async fn turn(&self) -> SemaphorePermit<'_> {
         self.window
             .acquire()
             .await
-            .unwrap_or_else(|_| unreachable!("the window is never closed"))
+            .expect("the window is never closed")
+    }
+
+    /// Whether the server has hung up.
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    fn dialect(&self) -> Dialect {
+        self.client.dialect()
+    }
+
+    /// The root of tree `aname` of the server, attached to as `uname`.
+    pub async fn attach(
+        self: &Arc<Self>,
+        uname: &str,
+        n_uname: u32,
+        aname: &str,
+    ) -> Result<RemoteFile> {
+        let _turn = self.turn().await;
+        let fsys = self
+            .client
+            .attach_as(uname, n_uname, aname)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(RemoteFile::walked(self.clone(), fsys.into_root()))
     }
 
     /// The error a client gets for a failed upstream request.
-    pub fn error(&self, e: ninep_client::Error) -> Error {
+    fn error(&self, e: ninep_client::Error) -> Error {
         match e {
             ninep_client::Error::Remote { errno, ename } => Error::with_errno(errno, ename),
             ninep_client::Error::Closed => Error::with_errno(
@@ -86,7 +125,7 @@ impl Upstreams {
 
     /// The live connection to `addr`, dialled if there is none (or the last
     /// one died: that is how a dead server is remounted).
-    pub async fn get(&self, addr: &str) -> Result<Arc<Upstream>, ninep_client::Error> {
+    pub async fn get(&self, addr: &str) -> std::result::Result<Arc<Upstream>, ninep_client::Error> {
         // Held across the dial so that two mounts of one address share it.
         let mut conns = self.conns.lock().await;
         if let Some(up) = conns.get(addr).filter(|up| !up.client.is_closed()) {
@@ -127,9 +166,9 @@ impl Qids {
     }
 
     /// `qid` of source `src` as clients see it.
-    pub fn translate(&self, src: u32, qid: Qid) -> Result<Qid, Error> {
+    pub fn translate(&self, src: u32, qid: Qid) -> Result<Qid> {
         let top = (qid.path >> 48) as u16;
-        let mut prefixes = self.prefixes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut prefixes = self.prefixes.lock();
         let next = prefixes.len();
         let prefix = match prefixes.get(&(src, top)) {
             Some(&p) => p,

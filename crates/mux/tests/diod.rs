@@ -1,13 +1,17 @@
 //! diod, an independent 9P2000.L server, through the mux: clients of every
-//! dialect see its files, checked against the directory it exports.
+//! dialect see and change its files, checked against the directory it
+//! exports.
 
 #[path = "../../client/tests/support/diod.rs"]
 mod diod_server;
 mod support;
 
+use std::os::unix::fs::PermissionsExt;
+
+use ninep_client::SetAttr;
 use ninep_mux::{Config, Mux, nsfile};
-use ninep_wire::Dialect;
 use ninep_wire::consts::dotl::O_RDWR;
+use ninep_wire::{Dialect, Errno, NONUNAME, Name};
 use support::*;
 
 #[tokio::test]
@@ -40,6 +44,37 @@ async fn every_dialect_reaches_diod_through_the_mux() {
         assert_eq!(fsys.read_to_string(&path).await.unwrap(), "through the mux");
         let info = fsys.stat(&path).await.unwrap();
         assert_eq!((info.size, info.mode & 0o777), (15, 0o640), "{dialect}");
+        let f = fsys.walk(&path).await.unwrap();
+        let chmod = SetAttr {
+            mode: Some(0o600),
+            ..SetAttr::default()
+        };
+        f.setattr(&chmod).await.unwrap();
+        let on_disk = std::fs::metadata(diod.on_disk(&format!("{dialect}/f"))).unwrap();
+        assert_eq!(on_disk.permissions().mode() & 0o777, 0o600, "{dialect}");
+        let file = f.clone_fid().await.unwrap().open(O_RDWR).await.unwrap();
+        file.fsync(false).await.unwrap();
+        // Symbolic links and statfs reach diod from every client that has
+        // them.
+        let d = fsys.walk(&dir).await.unwrap();
+        let linked = d.symlink("link", "f", NONUNAME).await;
+        let statfs = d.statfs().await;
+        if dialect == Dialect::Base {
+            assert_eq!(linked.unwrap_err().errno(), Errno::EPERM);
+        } else {
+            linked.unwrap();
+            let target = std::fs::read_link(diod.on_disk(&format!("{dialect}/link")));
+            assert_eq!(target.unwrap().to_str(), Some("f"), "{dialect}");
+            let link = d.walk(&[Name::new("link").unwrap()]).await.unwrap();
+            assert_eq!(link.readlink().await.unwrap(), "f", "{dialect}");
+            d.unlink_at("link", false).await.unwrap();
+        }
+        if dialect == Dialect::L {
+            assert!(statfs.unwrap().blocks > 0, "diod's figures");
+        } else {
+            assert_eq!(statfs.unwrap_err().errno(), Errno::ENOSYS, "{dialect}");
+        }
+        drop((file, f, d));
         // A 9P2000 client's listing of a .L directory comes with stats.
         let listing = fsys.read_dir(&dir).await.unwrap();
         assert_eq!(listing.len(), 1, "{dialect}");

@@ -151,9 +151,7 @@ async fn union_listings_merge_in_order_and_resume() {
                     offset,
                     count: 40,
                 };
-                let ninep_wire::Msg::Rreaddir(r) = client.rpc(msg).await.unwrap() else {
-                    panic!()
-                };
+                let r = client.call(msg).await.unwrap();
                 if r.data.is_empty() {
                     break;
                 }
@@ -170,9 +168,7 @@ async fn union_listings_merge_in_order_and_resume() {
                     offset,
                     count: 80,
                 };
-                let ninep_wire::Msg::Rread(r) = client.rpc(msg).await.unwrap() else {
-                    panic!()
-                };
+                let r = client.call(msg).await.unwrap();
                 if r.data.is_empty() {
                     break;
                 }

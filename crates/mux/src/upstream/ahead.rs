@@ -22,7 +22,7 @@ use ninep_wire::QidType;
 use ninep_wire::consts::{mode, unix};
 use tokio::sync::{Mutex, mpsc};
 
-use crate::space::Remote;
+use super::RemoteFile;
 
 /// Pieces read ahead and not yet asked for.
 const QUEUED: usize = 4;
@@ -63,7 +63,7 @@ impl Ahead {
     /// read of a client's stream (`streaming`) starts reading ahead at once.
     pub async fn read(
         &self,
-        remote: &Arc<Remote>,
+        remote: &Arc<RemoteFile>,
         offset: u64,
         count: u32,
         streaming: bool,
@@ -81,7 +81,7 @@ impl Ahead {
                     // Whether the file may be read ahead is learnt beside a
                     // plain read of what was asked: one round trip for both,
                     // and the transfer starts right after it.
-                    let file = remote.file().map_err(|_| closed())?;
+                    let file = remote.open_file().ok_or_else(closed)?;
                     let (eligible, data) =
                         tokio::join!(may_read_ahead(remote), file.read_at(offset, count));
                     let (eligible, data) = (eligible?, data?);
@@ -99,8 +99,8 @@ impl Ahead {
             // Out of order: a plain read, without holding up other reads.
             drop(state);
             let data = remote
-                .file()
-                .map_err(|_| closed())?
+                .open_file()
+                .ok_or_else(closed)?
                 .read_at(offset, count)
                 .await?;
             self.state.lock().await.last_end = Some(offset + data.len() as u64);
@@ -143,8 +143,8 @@ impl Ahead {
 
 /// Whether `remote`'s open file may be read ahead: reading early must not
 /// change what the client gets.
-async fn may_read_ahead(remote: &Remote) -> Result<bool, Error> {
-    let file = remote.file().map_err(|_| closed())?;
+async fn may_read_ahead(remote: &RemoteFile) -> Result<bool, Error> {
+    let file = remote.open_file().ok_or_else(closed)?;
     let info = file.stat().await?;
     let qid = file.qid();
     let ordered = qid.ty.contains(QidType::APPEND)
@@ -153,16 +153,18 @@ async fn may_read_ahead(remote: &Remote) -> Result<bool, Error> {
     Ok(info.mode & unix::S_IFMT == unix::S_IFREG
         && qid.version != 0
         && !ordered
-        && remote.up.read_ahead > 0)
+        && remote.read_ahead() > 0)
 }
 
 /// Starts reading `remote`'s file from `offset` to its end.
-fn start(remote: Arc<Remote>, offset: u64) -> Running {
+fn start(remote: Arc<RemoteFile>, offset: u64) -> Running {
     let (tx, pieces) = mpsc::channel(QUEUED);
     let task = tokio::spawn(async move {
-        let Ok(file) = remote.file() else { return };
+        let Some(file) = remote.open_file() else {
+            return;
+        };
         let how = Transfer {
-            max_window: remote.up.read_ahead,
+            max_window: remote.read_ahead(),
             ..Transfer::default()
         };
         let mut range = match file.read_range(offset, None, how).await {
