@@ -114,6 +114,24 @@ impl Fid {
         }
     }
 
+    /// Asks the server to commit the file to stable storage: Tfsync
+    /// (`datasync`: the data alone), or the all-"don't touch" Twstat that
+    /// means sync in 9P2000 and .u. Servers may want the fid open.
+    pub async fn fsync(&self, datasync: bool) -> Result<(), Error> {
+        if self.client.dialect() == Dialect::L {
+            let msg = Tfsync {
+                fid: self.fid,
+                datasync: Some(u32::from(datasync)),
+            };
+            return self.client.inner.call(msg).await.map(drop);
+        }
+        let msg = Twstat {
+            fid: self.fid,
+            stat: Stat::dont_touch(),
+        };
+        self.client.inner.call(msg).await.map(drop)
+    }
+
     /// Figures of the file system holding the file. 9P2000 and .u have no
     /// way to ask: ENOSYS.
     pub async fn statfs(&self) -> Result<FsStats, Error> {
@@ -128,24 +146,10 @@ impl Fid {
 }
 
 impl File {
-    /// Asks the server to commit the file to stable storage: Tfsync
-    /// (`datasync`: the data alone), or the all-"don't touch" Twstat that
-    /// means sync in 9P2000 and .u.
+    /// Asks the server to commit the file to stable storage (see
+    /// [`Fid::fsync`]).
     pub async fn fsync(&self, datasync: bool) -> Result<(), Error> {
-        let fid = self.fid();
-        let client = fid.client();
-        if client.dialect() == Dialect::L {
-            let msg = Tfsync {
-                fid: fid.number(),
-                datasync: Some(u32::from(datasync)),
-            };
-            return client.call(msg).await.map(drop);
-        }
-        let msg = Twstat {
-            fid: fid.number(),
-            stat: Stat::dont_touch(),
-        };
-        client.call(msg).await.map(drop)
+        self.fid().fsync(datasync).await
     }
 }
 
@@ -216,9 +220,7 @@ fn twstat(set: &SetAttr, qid: Qid, dialect: Dialect) -> Result<Stat, Error> {
     if let Some(mode) = set.mode {
         // A wstat carries the whole Plan 9 mode: the type bits must stay.
         let ty = match mode & S_IFMT {
-            0 if qid.ty.is_dir() => S_IFDIR,
-            0 if qid.ty.contains(QidType::SYMLINK) => S_IFLNK,
-            0 => S_IFREG,
+            0 => convert::qid_file_type(qid.ty),
             ty => ty,
         };
         stat.mode = convert::plan9_mode(ty | (mode & 0o7777), qid.ty, dialect);

@@ -5,8 +5,7 @@
 
 use ninep_client::{DirEntry, FileInfo};
 use ninep_server::{Attr, SetAttr, SetTime, Time};
-use ninep_wire::consts::unix;
-use ninep_wire::{Qid, QidType};
+use ninep_wire::{Qid, convert};
 
 pub(crate) fn from_info(info: &FileInfo, qid: Qid, name: String) -> Attr {
     let mtime = Time {
@@ -38,17 +37,10 @@ pub(crate) fn from_info(info: &FileInfo, qid: Qid, name: String) -> Attr {
 
 /// What a 9P2000.L directory entry says of a file: its qid and so its type.
 pub(crate) fn from_entry(entry: &DirEntry, qid: Qid) -> Attr {
-    let ty = if entry.qid.ty.is_dir() {
-        unix::S_IFDIR
-    } else if entry.qid.ty.contains(QidType::SYMLINK) {
-        unix::S_IFLNK
-    } else {
-        unix::S_IFREG
-    };
     Attr {
         qid,
         name: entry.name.clone(),
-        mode: ty,
+        mode: convert::qid_file_type(entry.qid.ty),
         ..Attr::default()
     }
 }

@@ -156,6 +156,18 @@ pub fn device(extension: &str) -> Option<(u32, u64)> {
     Some((ty, makedev(major, minor)))
 }
 
+/// The Unix file type a qid type tells: directory, symbolic link, or else
+/// regular (devices, fifos and sockets have no qid bit of their own).
+pub fn qid_file_type(ty: QidType) -> u32 {
+    if ty.is_dir() {
+        S_IFDIR
+    } else if ty.contains(QidType::SYMLINK) {
+        S_IFLNK
+    } else {
+        S_IFREG
+    }
+}
+
 /// The directory entry type (Linux d_type, as Rreaddir carries it) of a
 /// file of Unix mode `mode`.
 pub fn dirent_type(mode: u32) -> u8 {

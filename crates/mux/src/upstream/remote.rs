@@ -152,15 +152,15 @@ impl RemoteFile {
         }
     }
 
-    /// Commits the open file to stable storage. A fid that was never
-    /// opened has nothing of its own to commit, and the client library
-    /// syncs only open files: it is left alone.
+    /// Commits the file to stable storage, through the open file if there
+    /// is one.
     pub async fn fsync(&self, datasync: bool) -> Result<()> {
-        let Some(file) = self.open_file() else {
-            return Ok(());
-        };
         let _turn = self.up.turn().await;
-        file.fsync(datasync).await.map_err(|e| self.error(e))
+        let synced = match self.open_file() {
+            Some(file) => file.fsync(datasync).await,
+            None => self.fid().fsync(datasync).await,
+        };
+        synced.map_err(|e| self.error(e))
     }
 
     /// Makes directory `name` in this one.
