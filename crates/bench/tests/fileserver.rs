@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use ninep_bench::io::{self, Op, Target};
 use ninep_bench::postmark;
 use ninep_export::{Export, Options as ExportOptions};
+use ninep_ramfs::RamFs;
 use ninep_server::{Filesystem, Server};
-use ninep_servers::RamFs;
 use ninep_wire::consts::dotl;
 use ninep_wire::{Dialect, Errno, IOHDRSZ};
 

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use ninep_bench::rtt::{self, ClientKind, Config};
+use ninep_ramfs::RamFs;
 use ninep_server::Server;
-use ninep_servers::RamFs;
 use ninep_wire::Dialect;
 
 async fn serve_ramfs() -> String {

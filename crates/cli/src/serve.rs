@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use ninep_export::users::UserDb;
 use ninep_export::{Export, Identity, Options};
+use ninep_ramfs::{RamFs, Taskbag};
 use ninep_server::{Filesystem, Limits, Server, StreamLimits};
-use ninep_servers::{RamFs, Taskbag};
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use ninep_client::{Client, Options};
 use ninep_fuse::Cache;
+use ninep_ramfs::RamFs;
 use ninep_server::Server;
-use ninep_servers::RamFs;
 use ninep_transport::Addr;
 use ninep_wire::{Dialect, Msg};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
 use bytes::Bytes;
+use ninep_ramfs::RamFs;
+use ninep_ramfs::ramfs::RamFile;
 use ninep_server::{Attr, Cx, Error, Filesystem, Opened, Result, User};
-use ninep_servers::RamFs;
-use ninep_servers::ramfs::RamFile;
 use ninep_wire::{Errno, Name, Qid};
 
 /// What the faults are and what was seen; shared with the test.

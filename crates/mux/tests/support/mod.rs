@@ -6,8 +6,8 @@
 
 use ninep_client::{Client, Fsys, Options};
 use ninep_mux::{Config, Mux, nsfile};
+use ninep_ramfs::RamFs;
 use ninep_server::{Filesystem, Limits, Server, Spawned};
-use ninep_servers::RamFs;
 use ninep_wire::Dialect;
 
 /// A server listening on loopback; dropping it stops the server.

@@ -1,8 +1,8 @@
 //! Our client against ramfs and taskbag over real sockets, in every dialect.
 
 use ninep_client::{Client, Options};
+use ninep_ramfs::{RamFs, Taskbag};
 use ninep_server::Server;
-use ninep_servers::{RamFs, Taskbag};
 use ninep_transport::Addr;
 use ninep_wire::Dialect;
 use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};

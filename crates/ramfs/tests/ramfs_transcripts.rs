@@ -4,8 +4,8 @@
 #[path = "../../server/tests/transcript/mod.rs"]
 mod transcript;
 
+use ninep_ramfs::RamFs;
 use ninep_server::Limits;
-use ninep_servers::RamFs;
 
 fn limits() -> Limits {
     Limits {

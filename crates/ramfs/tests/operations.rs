@@ -3,8 +3,8 @@
 //! with the errno Linux gives where it cannot.
 
 use ninep_client::{Client, Fid, Node, Options, SetAttr, SetTime};
+use ninep_ramfs::RamFs;
 use ninep_server::Server;
-use ninep_servers::RamFs;
 use ninep_transport::Addr;
 use ninep_wire::consts::dotl::{O_RDWR, O_WRONLY};
 use ninep_wire::consts::unix::*;

@@ -1,0 +1,10 @@
+//! File servers held in memory, built on the server framework: a tree of
+//! files (`ramfs`) and, on it, the v9fs paper's task bag (`taskbag`).
+
+#![warn(clippy::unwrap_used)]
+
+pub mod ramfs;
+pub mod taskbag;
+
+pub use ramfs::RamFs;
+pub use taskbag::Taskbag;
