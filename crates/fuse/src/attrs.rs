@@ -7,23 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{FileAttr, FileType, TimeOrNow};
 use ninep_client::{Fid, FileInfo, FsStats, SetAttr, SetTime};
 use ninep_wire::consts::{dotl, unix};
-use ninep_wire::{Dialect, Errno, MAX_NAME_LEN, NONUNAME, Name, Qid, Rgetattr, Tgetattr};
+use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rgetattr, Tgetattr};
 
 use crate::{Conn, Errno32, Inner, errno, fail};
-
-/// What a server with no way to tell reports (9P2000, .u): an empty disk,
-/// so that df still answers.
-const EMPTY_DISK: FsStats = FsStats {
-    ty: 0,
-    bsize: 4096,
-    blocks: 0,
-    bfree: 0,
-    bavail: 0,
-    files: 0,
-    ffree: 0,
-    fsid: 0,
-    namelen: MAX_NAME_LEN as u32,
-};
 
 fn time(sec: u64, nsec: u64) -> SystemTime {
     UNIX_EPOCH + Duration::new(sec, nsec.min(999_999_999) as u32)
@@ -226,7 +212,8 @@ impl Inner {
     pub async fn statfs(&self, ino: u64, user: u32) -> Result<FsStats, Errno32> {
         let fid = self.fid(ino, user).await?;
         match fid.statfs().await {
-            Err(e) if e.errno() == Errno::ENOSYS => Ok(EMPTY_DISK),
+            // 9P2000 and .u have no statfs: an empty disk, so df still answers.
+            Err(e) if e.errno() == Errno::ENOSYS => Ok(FsStats::uncounted()),
             other => other.map_err(errno),
         }
     }

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::future::join_all;
 use ninep_client::Options;
-use ninep_server::fs::no_statfs;
 use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, Time, User};
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rstatfs, convert};
@@ -430,7 +429,7 @@ impl Filesystem for Mux {
             Ok(r) => r.statfs().await?,
             Err(_) => None,
         };
-        Ok(figures.unwrap_or_else(no_statfs))
+        Ok(figures.unwrap_or_else(Rstatfs::uncounted))
     }
 }
 

@@ -424,9 +424,9 @@ pub trait Filesystem: Send + Sync + 'static {
         }
     }
 
-    /// The default knows nothing of space: [`no_statfs`].
+    /// The default knows nothing of space: [`Rstatfs::uncounted`].
     fn statfs(&self, _cx: &Cx, _file: &Self::File) -> impl Future<Output = Result<Rstatfs>> + Send {
-        async { Ok(no_statfs()) }
+        async { Ok(Rstatfs::uncounted()) }
     }
 
     /// Commits `file` to stable storage. The default has nothing to commit.
@@ -494,23 +494,5 @@ pub trait Filesystem: Send + Sync + 'static {
     /// The fid is gone. The default drops the file.
     fn clunk(&self, _cx: &Cx, _file: Self::File) -> impl Future<Output = Result<()>> + Send {
         async { Ok(()) }
-    }
-}
-
-/// The statfs type Linux's 9p client reports.
-pub const V9FS_MAGIC: u32 = 0x01021997;
-
-/// A statfs reply of a tree that counts no blocks or files.
-pub fn no_statfs() -> Rstatfs {
-    Rstatfs {
-        ty: V9FS_MAGIC,
-        bsize: 4096,
-        blocks: 0,
-        bfree: 0,
-        bavail: 0,
-        files: 0,
-        ffree: 0,
-        fsid: 0,
-        namelen: ninep_wire::MAX_NAME_LEN as u32,
     }
 }

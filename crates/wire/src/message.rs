@@ -349,6 +349,27 @@ impl Msg {
     }
 }
 
+impl Rstatfs {
+    /// The statfs type Linux's 9p client reports.
+    pub const V9FS_MAGIC: u32 = 0x01021997;
+
+    /// The figures of a tree that counts no blocks or files, so that df
+    /// still answers.
+    pub fn uncounted() -> Rstatfs {
+        Rstatfs {
+            ty: Self::V9FS_MAGIC,
+            bsize: 4096,
+            blocks: 0,
+            bfree: 0,
+            bavail: 0,
+            files: 0,
+            ffree: 0,
+            fsid: 0,
+            namelen: crate::MAX_NAME_LEN as u32,
+        }
+    }
+}
+
 /// The header every message starts with: `size[4] type[1] tag[2]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
