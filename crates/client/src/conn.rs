@@ -1,12 +1,9 @@
-//! One connection to a server: version negotiation, tags, and the tasks that
-//! write requests and route replies back to whoever is waiting.
+//! One connection to a server: tags, and the tasks that write requests and
+//! route replies back to whoever is waiting.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -18,7 +15,9 @@ use tokio_util::codec::FramedRead;
 
 use crate::error::Error;
 use crate::fsys::Fsys;
+use crate::reply::{FlushOnDrop, Reply, StreamTag};
 use crate::stream::{Inbox, ends_stream};
+use crate::version::negotiate;
 
 /// How to connect.
 #[derive(Debug, Clone)]
@@ -57,10 +56,10 @@ impl std::fmt::Debug for Client {
 pub(crate) struct Inner {
     state: Mutex<State>,
     writer: Writer,
-    dialect: Mutex<Dialect>,
+    pub(crate) dialect: Mutex<Dialect>,
     /// The stream extension was agreed.
-    streams: AtomicBool,
-    msize: AtomicU32,
+    pub(crate) streams: AtomicBool,
+    pub(crate) msize: AtomicU32,
     next_fid: AtomicU32,
     free_fids: Mutex<Vec<u32>>,
     /// Woken when the last outstanding request is answered.
@@ -154,7 +153,7 @@ impl Inner {
         })
     }
 
-    fn send(&self, fcall: &Fcall) -> Result<(), Error> {
+    pub(crate) fn send(&self, fcall: &Fcall) -> Result<(), Error> {
         let frame = self.encode(fcall)?;
         let state = self.lock();
         if state.closed {
@@ -182,7 +181,7 @@ impl Inner {
 
     /// Sends `msg` (Tscredit, Tsdata) on the tag of stream number `request`
     /// while the stream has it, and drops it once the stream is over.
-    fn send_in_stream(&self, tag: u16, request: u64, msg: Msg) -> Result<(), Error> {
+    pub(crate) fn send_in_stream(&self, tag: u16, request: u64, msg: Msg) -> Result<(), Error> {
         let frame = self.encode(&Fcall { tag, msg })?;
         let state = self.lock();
         if state.closed {
@@ -292,7 +291,7 @@ impl Inner {
     /// Gives up on request number `request`, sent on `tag`: sends Tflush;
     /// both tags are freed at Rflush. Nothing is sent if its reply has come
     /// already, even though the tag may carry a later request by now.
-    fn flush(&self, tag: u16, request: u64) {
+    pub(crate) fn flush(&self, tag: u16, request: u64) {
         let mut state = self.lock();
         let waiting = match state.pending.get(&tag) {
             Some(Waiter::Reply { request: r, .. } | Waiter::Stream { request: r, .. }) => {
@@ -422,80 +421,6 @@ impl Inner {
     }
 }
 
-/// Flushes a request whose future was dropped before the reply came.
-struct FlushOnDrop {
-    inner: Arc<Inner>,
-    tag: u16,
-    request: u64,
-    armed: bool,
-}
-
-impl Drop for FlushOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            self.inner.flush(self.tag, self.request);
-        }
-    }
-}
-
-/// The reply to a request already sent: a future of the reply, as the
-/// request's reply type, with error replies as [`Error::Remote`].
-pub(crate) struct Reply<T> {
-    rx: oneshot::Receiver<Result<Msg, Error>>,
-    /// Turns the reply message into what the caller awaits.
-    accept: fn(Msg) -> Result<T, Error>,
-    guard: FlushOnDrop,
-}
-
-impl<T> Future for Reply<T> {
-    type Output = Result<T, Error>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let reply = ready!(Pin::new(&mut self.rx).poll(cx)).map_err(|_| Error::Closed);
-        self.guard.armed = false;
-        Poll::Ready(remote_error(reply??).and_then(self.accept))
-    }
-}
-
-/// A stream's hold on its tag (docs/streams.md), to send the stream more
-/// (Tscredit, Tsdata) on it. Dropping it before the stream's last reply
-/// flushes the stream; after, the flush finds nothing to do.
-pub(crate) struct StreamTag {
-    guard: FlushOnDrop,
-}
-
-impl StreamTag {
-    /// Sends `msg` on the stream's tag, unless the stream is over.
-    pub fn send(&self, msg: Msg) -> Result<(), Error> {
-        let FlushOnDrop {
-            inner,
-            tag,
-            request,
-            ..
-        } = &self.guard;
-        inner.send_in_stream(*tag, *request, msg)
-    }
-}
-
-/// An error reply as [`Error::Remote`]; any other reply as it is.
-pub(crate) fn remote_error(reply: Msg) -> Result<Msg, Error> {
-    match reply {
-        Msg::Rerror(e) => Err(Error::Remote {
-            errno: if e.errno != 0 {
-                Errno(e.errno)
-            } else {
-                Errno::from_ename(&e.ename)
-            },
-            ename: e.ename,
-        }),
-        Msg::Rlerror(e) => Err(Error::Remote {
-            errno: Errno(e.ecode),
-            ename: Errno(e.ecode).ename().to_owned(),
-        }),
-        r => Ok(r),
-    }
-}
-
 impl Client {
     /// Connects to `addr` (a dial string) with default options.
     pub async fn connect(addr: &str) -> Result<Client, Error> {
@@ -621,75 +546,4 @@ impl Client {
             }
         }
     }
-}
-
-/// Tversion: the dialect asked for, or each in turn from the most capable
-/// until the server answers with the one asked for. (A 9P2000.u server asked
-/// for 9P2000.L answers 9P2000, dropping the suffix it does not know, so the
-/// next attempt, 9P2000.u, is still worth making.) Each dialect is offered
-/// with the stream extension first; a server that answers with the plain
-/// dialect speaks it without, and one that answers anything else is asked
-/// for the plain dialect before the next.
-async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
-    inner: &Inner,
-    frames: &mut FramedRead<R, FrameCodec>,
-    options: &Options,
-) -> Result<Protocol, Error> {
-    let wanted: Vec<Dialect> = match options.dialect {
-        Some(d) => vec![d],
-        None => Dialect::ALL.to_vec(),
-    };
-    let mut answers = Vec::new();
-    for want in wanted {
-        for streams in [true, false] {
-            let asked = Protocol {
-                dialect: want,
-                streams,
-            };
-            let tversion = Fcall::new(
-                NOTAG,
-                Tversion {
-                    msize: options.msize,
-                    version: asked.version(),
-                },
-            );
-            inner.send(&tversion)?;
-            let frame = frames
-                .next()
-                .await
-                .ok_or(Error::Closed)?
-                .map_err(|e| Error::protocol(e.to_string()))?;
-            // Rversion reads the same in every dialect; an error reply (diod's
-            // answer to a version it does not speak) means "try another".
-            let reply = Fcall::decode(frame.clone(), Dialect::Base)
-                .or_else(|_| Fcall::decode(frame, Dialect::L));
-            let Ok(Fcall {
-                msg: Msg::Rversion(r),
-                ..
-            }) = reply
-            else {
-                answers.push("an error".to_owned());
-                continue;
-            };
-            answers.push(r.version.clone());
-            let got = Protocol {
-                dialect: want,
-                streams: r.version == asked.version() && streams,
-            };
-            if r.version != got.version() {
-                continue;
-            }
-            if r.msize > options.msize || r.msize < 256 {
-                return Err(Error::protocol(format!("bad Rversion msize {}", r.msize)));
-            }
-            inner.msize.store(r.msize, Ordering::Relaxed);
-            *inner.dialect.lock() = want;
-            inner.streams.store(got.streams, Ordering::Relaxed);
-            return Ok(got);
-        }
-    }
-    Err(Error::protocol(format!(
-        "server speaks no dialect we asked for (answered {})",
-        answers.join(", ")
-    )))
 }

@@ -25,8 +25,10 @@ mod file;
 mod fsys;
 mod info;
 mod names;
+mod reply;
 mod stream;
 mod transfer;
+mod version;
 mod window;
 mod xattr;
 

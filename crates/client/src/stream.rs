@@ -27,8 +27,9 @@ use ninep_wire::*;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::conn::{Inner, StreamTag, remote_error};
+use crate::conn::Inner;
 use crate::error::Error;
+use crate::reply::{StreamTag, remote_error};
 
 /// True for the replies that end a stream: its end, or an error. The
 /// stream's tag is free once one has come.

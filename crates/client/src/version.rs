@@ -1,0 +1,82 @@
+//! Version negotiation: which dialect, and whether the stream extension.
+
+use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
+use ninep_transport::FrameCodec;
+use ninep_wire::*;
+use tokio_util::codec::FramedRead;
+
+use crate::conn::{Inner, Options};
+use crate::error::Error;
+
+/// Tversion: the dialect asked for, or each in turn from the most capable
+/// until the server answers with the one asked for. (A 9P2000.u server asked
+/// for 9P2000.L answers 9P2000, dropping the suffix it does not know, so the
+/// next attempt, 9P2000.u, is still worth making.) Each dialect is offered
+/// with the stream extension first; a server that answers with the plain
+/// dialect speaks it without, and one that answers anything else is asked
+/// for the plain dialect before the next.
+pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
+    inner: &Inner,
+    frames: &mut FramedRead<R, FrameCodec>,
+    options: &Options,
+) -> Result<Protocol, Error> {
+    let wanted: Vec<Dialect> = match options.dialect {
+        Some(d) => vec![d],
+        None => Dialect::ALL.to_vec(),
+    };
+    let mut answers = Vec::new();
+    for want in wanted {
+        for streams in [true, false] {
+            let asked = Protocol {
+                dialect: want,
+                streams,
+            };
+            let tversion = Fcall::new(
+                NOTAG,
+                Tversion {
+                    msize: options.msize,
+                    version: asked.version(),
+                },
+            );
+            inner.send(&tversion)?;
+            let frame = frames
+                .next()
+                .await
+                .ok_or(Error::Closed)?
+                .map_err(|e| Error::protocol(e.to_string()))?;
+            // Rversion reads the same in every dialect; an error reply (diod's
+            // answer to a version it does not speak) means "try another".
+            let reply = Fcall::decode(frame.clone(), Dialect::Base)
+                .or_else(|_| Fcall::decode(frame, Dialect::L));
+            let Ok(Fcall {
+                msg: Msg::Rversion(r),
+                ..
+            }) = reply
+            else {
+                answers.push("an error".to_owned());
+                continue;
+            };
+            answers.push(r.version.clone());
+            let got = Protocol {
+                dialect: want,
+                streams: r.version == asked.version() && streams,
+            };
+            if r.version != got.version() {
+                continue;
+            }
+            if r.msize > options.msize || r.msize < 256 {
+                return Err(Error::protocol(format!("bad Rversion msize {}", r.msize)));
+            }
+            inner.msize.store(r.msize, Ordering::Relaxed);
+            *inner.dialect.lock() = want;
+            inner.streams.store(got.streams, Ordering::Relaxed);
+            return Ok(got);
+        }
+    }
+    Err(Error::protocol(format!(
+        "server speaks no dialect we asked for (answered {})",
+        answers.join(", ")
+    )))
+}
