@@ -3,6 +3,7 @@
 
 #![warn(clippy::unwrap_used)]
 
+mod nodes;
 pub mod ramfs;
 pub mod taskbag;
 
