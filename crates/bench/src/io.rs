@@ -143,7 +143,8 @@ impl Run {
     }
 }
 
-fn per_sec(n: u64, elapsed: Duration) -> f64 {
+/// `n` per second of `elapsed`; 0 for no time at all.
+pub(crate) fn per_sec(n: u64, elapsed: Duration) -> f64 {
     if elapsed.is_zero() {
         return 0.0;
     }

@@ -28,7 +28,7 @@ use ninep_client::{Fid, Fsys};
 use ninep_wire::consts::dotl;
 use ninep_wire::{Dialect, Errno};
 
-use crate::io::Target;
+use crate::io::{Target, per_sec};
 use crate::rng::Rng;
 
 /// The workload, and the server to run it against.
@@ -164,13 +164,6 @@ pub struct Report {
     pub transaction: Duration,
     /// Time of the deletion phase.
     pub deletion: Duration,
-}
-
-fn per_sec(n: u64, d: Duration) -> f64 {
-    if d.is_zero() {
-        return 0.0;
-    }
-    n as f64 / d.as_secs_f64()
 }
 
 impl Report {

@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::hist::Histogram;
+use crate::io::{median, per_sec};
 use crate::pingpong::{EchoServer, PingPong};
 
 /// Which 9P client drives the server.
@@ -157,10 +158,7 @@ struct Run {
 impl Run {
     /// Operations per second, across all connections.
     fn rate(&self) -> f64 {
-        if self.elapsed.is_zero() {
-            return 0.0;
-        }
-        self.ops as f64 / self.elapsed.as_secs_f64()
+        per_sec(self.ops, self.elapsed)
     }
 }
 
@@ -193,16 +191,6 @@ impl Point {
             p99: secs(0.99),
             rates,
         }
-    }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 
@@ -690,13 +678,6 @@ mod tests {
         assert_eq!(c.counts(), [1, 8, 2]);
         c.conns = vec![];
         assert_eq!(c.counts(), [1]);
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]
