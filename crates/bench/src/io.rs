@@ -30,9 +30,11 @@ pub struct Target {
     pub dialect: Option<Dialect>,
     /// The msize to ask for; the server may grant less.
     pub msize: u32,
+    /// The user name to attach as.
     pub uname: String,
     /// Numeric user id for 9P2000.u and .L attaches; [`NONUNAME`] for none.
     pub n_uname: u32,
+    /// The tree to attach to; empty for the server's default.
     pub aname: String,
 }
 
@@ -75,20 +77,29 @@ impl Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// Read a whole file sequentially.
-    Read { path: String },
+    Read {
+        /// The file, relative to the attach root.
+        path: String,
+    },
     /// Create (or truncate) a file and write `size` bytes sequentially;
     /// with `remove`, remove it after each run, untimed.
     Write {
+        /// The file, relative to the attach root.
         path: String,
+        /// Bytes to write.
         size: u64,
+        /// Remove the file after each run.
         remove: bool,
     },
     /// List a directory.
-    List { path: String },
+    List {
+        /// The directory, relative to the attach root.
+        path: String,
+    },
 }
 
 impl Op {
-    pub fn name(&self) -> &'static str {
+    fn name(&self) -> &'static str {
         match self {
             Op::Read { .. } => "read",
             Op::Write { .. } => "write",
@@ -96,7 +107,7 @@ impl Op {
         }
     }
 
-    pub fn path(&self) -> &str {
+    fn path(&self) -> &str {
         match self {
             Op::Read { path } | Op::Write { path, .. } | Op::List { path } => path,
         }
@@ -117,20 +128,23 @@ pub struct Run {
     pub entries: u64,
     /// Data requests sent: Tread, Twrite or Treaddir.
     pub requests: u64,
+    /// From the request that opens the file or directory to the reply that
+    /// clunks it.
     pub elapsed: Duration,
 }
 
 impl Run {
-    pub fn bytes_per_sec(&self) -> f64 {
+    fn bytes_per_sec(&self) -> f64 {
         per_sec(self.bytes, self.elapsed)
     }
 
-    pub fn entries_per_sec(&self) -> f64 {
+    fn entries_per_sec(&self) -> f64 {
         per_sec(self.entries, self.elapsed)
     }
 }
 
-fn per_sec(n: u64, elapsed: Duration) -> f64 {
+/// `n` per second of `elapsed`; 0 for no time at all.
+pub(crate) fn per_sec(n: u64, elapsed: Duration) -> f64 {
     if elapsed.is_zero() {
         return 0.0;
     }
@@ -151,13 +165,17 @@ pub fn median(values: &[f64]) -> f64 {
 /// Every run of an operation, and where it ran.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The server's dial string.
     pub addr: String,
+    /// The operation run.
     pub op: Op,
+    /// The dialect the server and client settled on.
     pub dialect: Dialect,
     /// The msize the server granted.
     pub msize: u32,
     /// The most bytes one request carried.
     pub iounit: u32,
+    /// Each run, in the order run.
     pub runs: Vec<Run>,
 }
 

@@ -4,7 +4,8 @@
 //! [`rtt`] measures the rate and latency of null operations (one small
 //! request, a tiny reply, no data touched) over one and many connections,
 //! next to a raw TCP ping-pong of the same sizes ([`pingpong`]) that shows the
-//! physical limit of the machine. [`hist`] is the latency histogram they share.
+//! physical limit of the machine. They and [`mux`] share a latency histogram
+//! (`hist`).
 //!
 //! [`mux`] reproduces the multiplexer's scaling figures, with plots drawn
 //! by [`plot`], and measures its hop beside [`forward`]'s, the least a hop
@@ -12,17 +13,17 @@
 //!
 //! [`io`] measures bulk transfers through a file server (a whole file read or
 //! written sequentially, a directory listed), one request at a time, and
-//! [`postmark`] a PostMark-style small-file workload. [`rng`] is the seeded
-//! generator that makes their workloads repeatable.
+//! [`postmark`] a PostMark-style small-file workload; a seeded generator
+//! (`rng`) makes their workloads repeatable.
 
 #![warn(clippy::unwrap_used)]
 
 pub mod forward;
-pub mod hist;
+mod hist;
 pub mod io;
 pub mod mux;
 pub mod pingpong;
 pub mod plot;
 pub mod postmark;
-pub mod rng;
+mod rng;
 pub mod rtt;

@@ -71,21 +71,26 @@ impl Default for Config {
 /// One curve: latency against a count.
 #[derive(Debug, Clone)]
 pub struct Series {
+    /// What varies, as a heading.
     pub title: &'static str,
+    /// The count on the x axis, e.g. `clients`.
     pub x: &'static str,
     /// File name of its plot, without extension.
     pub file: &'static str,
+    /// Each count and the mean latency of one message at it.
     pub points: Vec<(usize, Duration)>,
 }
 
 /// Everything measured.
 #[derive(Debug)]
 pub struct Report {
+    /// The scaling curves, one per plot.
     pub series: Vec<Series>,
-    /// The null operation straight to ramfs, through a forwarder and
-    /// through the mux.
+    /// The null operation straight to ramfs.
     pub direct: rtt::Report,
+    /// The null operation to the same ramfs through a [`Forwarder`].
     pub forwarded: rtt::Report,
+    /// The null operation to the same ramfs through the mux.
     pub muxed: rtt::Report,
 }
 

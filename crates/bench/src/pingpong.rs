@@ -66,10 +66,6 @@ impl EchoServer {
         })
     }
 
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// Connects a client to this server.
     pub async fn connect(&self) -> io::Result<PingPong> {
         let stream = TcpStream::connect(self.addr).await?;

@@ -11,8 +11,11 @@ use plotters::prelude::*;
 /// A chart: labels and curves of (x, y) points.
 #[derive(Debug, Clone, Default)]
 pub struct Chart {
+    /// The caption above the chart; empty for none.
     pub title: String,
+    /// The x axis's label.
     pub x: String,
+    /// The y axis's label.
     pub y: String,
     /// Curves by label, each drawn in order of x.
     pub curves: Vec<(String, Vec<(f64, f64)>)>,

@@ -28,22 +28,27 @@ use ninep_client::{Fid, Fsys};
 use ninep_wire::consts::dotl;
 use ninep_wire::{Dialect, Errno};
 
-use crate::io::Target;
+use crate::io::{Target, per_sec};
 use crate::rng::Rng;
 
 /// The workload, and the server to run it against.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The server, and how to attach to it.
     pub target: Target,
     /// Directory to work in, relative to the attach root. Made (and removed
     /// at the end) if it does not exist.
     pub dir: String,
     /// Files created before the transactions.
     pub files: usize,
-    /// Smallest and largest size of a new file, in bytes.
+    /// Smallest size of a new file, in bytes.
     pub min: u64,
+    /// Largest size of a new file, in bytes; appends fill a file up to it,
+    /// then add a byte at a time.
     pub max: u64,
+    /// Transactions in the transaction phase.
     pub transactions: u64,
+    /// Seed of every random choice and of the data written.
     pub seed: u64,
     /// Percent of transactions whose first half reads (the rest append).
     pub read_bias: u32,
@@ -116,21 +121,27 @@ pub struct Counts {
     pub created_alone: u64,
     /// Files created by transactions.
     pub created_mixed: u64,
+    /// Files read whole, by transactions.
     pub read: u64,
+    /// Files appended to, by transactions.
     pub appended: u64,
     /// Files deleted by transactions.
     pub deleted_mixed: u64,
     /// Files deleted in the deletion phase.
     pub deleted_alone: u64,
+    /// Bytes read, all by transactions.
     pub bytes_read: u64,
+    /// Bytes written, by creations and appends.
     pub bytes_written: u64,
 }
 
 impl Counts {
+    /// Files created in all.
     pub fn created(&self) -> u64 {
         self.created_alone + self.created_mixed
     }
 
+    /// Files deleted in all.
     pub fn deleted(&self) -> u64 {
         self.deleted_alone + self.deleted_mixed
     }
@@ -139,20 +150,20 @@ impl Counts {
 /// The outcome of one run.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The workload run.
     pub config: Config,
+    /// The dialect the server and client settled on.
     pub dialect: Dialect,
+    /// The msize the server granted.
     pub msize: u32,
+    /// What was done to files.
     pub counts: Counts,
+    /// Time of the creation phase.
     pub creation: Duration,
+    /// Time of the transaction phase.
     pub transaction: Duration,
+    /// Time of the deletion phase.
     pub deletion: Duration,
-}
-
-fn per_sec(n: u64, d: Duration) -> f64 {
-    if d.is_zero() {
-        return 0.0;
-    }
-    n as f64 / d.as_secs_f64()
 }
 
 impl Report {
@@ -161,7 +172,8 @@ impl Report {
         per_sec(self.config.transactions, self.transaction)
     }
 
-    pub fn total(&self) -> Duration {
+    /// Time of the three phases together.
+    fn total(&self) -> Duration {
         self.creation + self.transaction + self.deletion
     }
 

@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::hist::Histogram;
+use crate::io::{median, per_sec};
 use crate::pingpong::{EchoServer, PingPong};
 
 /// Which 9P client drives the server.
@@ -44,7 +45,7 @@ pub enum ClientKind {
 }
 
 impl ClientKind {
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             ClientKind::Ninep => "ninep",
             ClientKind::Raw => "raw",
@@ -77,9 +78,11 @@ pub struct Config {
     pub addr: String,
     /// The dialect to insist on, or `None` for the best the server offers.
     pub dialect: Option<Dialect>,
+    /// The user name to attach as.
     pub uname: String,
     /// Numeric user id for 9P2000.u and .L attaches; [`NONUNAME`] for none.
     pub n_uname: u32,
+    /// The tree to attach to; empty for the server's default.
     pub aname: String,
     /// How long each run lasts.
     pub duration: Duration,
@@ -89,6 +92,7 @@ pub struct Config {
     pub repeats: usize,
     /// Most operations in one run, across its connections.
     pub max_ops: u64,
+    /// The client that sends the null operations.
     pub client: ClientKind,
     /// Also run the TCP ping-pong baseline.
     pub baseline: bool,
@@ -144,20 +148,17 @@ impl Config {
 
 /// One run: how many operations completed in how long, and their latencies.
 #[derive(Debug, Clone)]
-pub struct Run {
-    pub ops: u64,
+struct Run {
+    ops: u64,
     /// From the common start to the last connection's last reply.
-    pub elapsed: Duration,
-    pub latency: Histogram,
+    elapsed: Duration,
+    latency: Histogram,
 }
 
 impl Run {
     /// Operations per second, across all connections.
-    pub fn rate(&self) -> f64 {
-        if self.elapsed.is_zero() {
-            return 0.0;
-        }
-        self.ops as f64 / self.elapsed.as_secs_f64()
+    fn rate(&self) -> f64 {
+        per_sec(self.ops, self.elapsed)
     }
 }
 
@@ -193,21 +194,14 @@ impl Point {
     }
 }
 
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// One connection count: the 9P runs and the ping-pong runs beside them.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// Connections driven at once.
     pub conns: usize,
+    /// The 9P null operations.
     pub ninep: Point,
+    /// The TCP ping-pong of the same sizes, if it was run.
     pub tcp: Option<Point>,
 }
 
@@ -224,23 +218,24 @@ impl Row {
 /// Everything measured, printable as a table.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The server's dial string.
     pub addr: String,
+    /// The dialect the server and client settled on.
     pub dialect: Dialect,
     /// The null operation's request, e.g. `Tgetattr`.
     pub op: &'static str,
-    /// Bytes on the wire of one null request and of its reply.
+    /// Bytes on the wire of one null request.
     pub request_bytes: usize,
+    /// Bytes on the wire of its reply.
     pub reply_bytes: usize,
+    /// The time each run was given.
     pub duration: Duration,
+    /// Runs per connection count.
     pub repeats: usize,
+    /// The client that sent the null operations.
     pub client: ClientKind,
+    /// One row per connection count, in the order measured.
     pub rows: Vec<Row>,
-}
-
-impl Report {
-    pub fn row(&self, conns: usize) -> Option<&Row> {
-        self.rows.iter().find(|r| r.conns == conns)
-    }
 }
 
 impl fmt::Display for Report {
@@ -683,13 +678,6 @@ mod tests {
         assert_eq!(c.counts(), [1, 8, 2]);
         c.conns = vec![];
         assert_eq!(c.counts(), [1]);
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]
