@@ -25,5 +25,6 @@ pub mod mux;
 pub mod pingpong;
 pub mod plot;
 pub mod postmark;
+mod raw;
 mod rng;
 pub mod rtt;
