@@ -58,7 +58,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     loop {
         let (client, peer) = tokio::select! {
             accepted = listener.accept() => accepted?,
-            () = &mut shutdown => return Ok(ExitCode::SUCCESS),
+            () = &mut shutdown => {
+                out.drain(DRAIN_LIMIT).await;
+                return Ok(ExitCode::SUCCESS);
+            }
         };
         next += 1;
         let conn = next;
@@ -168,11 +171,21 @@ fn show(shared: &Mutex<Shared>, out: &Output, frame: bytes::Bytes, request: bool
 /// Lines waiting for the output; beyond them lines are dropped.
 const QUEUE: usize = 4096;
 
+/// How long a trace that ends waits for its last lines to be written.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What goes to the writer: a line, or a request to say when every line
+/// before it is written.
+enum Item {
+    Line(String),
+    Drained(std::sync::mpsc::Sender<()>),
+}
+
 /// Where trace lines go: a thread of its own writes them to stdout, fed
 /// through a bounded queue. When the queue is full a line is dropped and
 /// counted, and the count goes out as a line of its own once there is room.
 struct Output {
-    queue: SyncSender<String>,
+    queue: SyncSender<Item>,
     dropped: AtomicU64,
 }
 
@@ -189,17 +202,36 @@ impl Output {
         }))
     }
 
+    /// Waits until the lines queued so far are written, for at most
+    /// `limit`: a trace that ends shows all it saw, unless its reader has
+    /// stopped reading.
+    async fn drain(&self, limit: std::time::Duration) {
+        let (done, written) = tokio::sync::oneshot::channel();
+        let queue = self.queue.clone();
+        // A thread of its own, not the runtime's blocking pool, whose
+        // shutdown would wait for it if stdout never drains.
+        let waiter = std::thread::Builder::new().spawn(move || {
+            let (ack, acked) = std::sync::mpsc::channel();
+            if queue.send(Item::Drained(ack)).is_ok() && acked.recv().is_ok() {
+                let _ = done.send(());
+            }
+        });
+        if waiter.is_ok() {
+            let _ = tokio::time::timeout(limit, written).await;
+        }
+    }
+
     /// Queues one line with a wall-clock timestamp, or counts it dropped.
     fn line(&self, text: &str) {
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
         if dropped > 0 {
             let notice = format!("{dropped} lines dropped: the output fell behind");
-            if self.queue.try_send(stamped(&notice)).is_err() {
+            if self.queue.try_send(Item::Line(stamped(&notice))).is_err() {
                 self.dropped.fetch_add(dropped + 1, Ordering::Relaxed);
                 return;
             }
         }
-        if self.queue.try_send(stamped(text)).is_err() {
+        if self.queue.try_send(Item::Line(stamped(text))).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -207,12 +239,19 @@ impl Output {
 
 /// Writes lines as they come, flushing whenever none are waiting. A line
 /// that cannot be written (stdout closed) is lost like a dropped one.
-fn write_lines(lines: Receiver<String>) {
+fn write_lines(items: Receiver<Item>) {
     let mut out = BufWriter::new(std::io::stdout().lock());
-    while let Ok(line) = lines.recv() {
-        let _ = writeln!(out, "{line}");
-        for line in lines.try_iter() {
-            let _ = writeln!(out, "{line}");
+    while let Ok(item) = items.recv() {
+        for item in std::iter::once(item).chain(items.try_iter()) {
+            match item {
+                Item::Line(line) => {
+                    let _ = writeln!(out, "{line}");
+                }
+                Item::Drained(ack) => {
+                    let _ = out.flush();
+                    let _ = ack.send(());
+                }
+            }
         }
         let _ = out.flush();
     }

@@ -84,7 +84,18 @@ impl Fid {
             let msg = tsetattr(self.fid, set)?;
             return self.client.inner.call(msg).await.map(drop);
         }
-        let stat = twstat(set, self.qid(), dialect)?;
+        let mut set = std::borrow::Cow::Borrowed(set);
+        if let Some(mode) = set.mode
+            && mode & S_IFMT == 0
+            && dialect == Dialect::U
+            && convert::qid_file_type(self.qid().ty) == S_IFREG
+        {
+            // A wstat carries the whole mode, and a qid cannot tell a
+            // device, fifo or socket from a regular file: the stat can.
+            let ty = self.stat().await?.mode & S_IFMT;
+            set.to_mut().mode = Some(ty | mode);
+        }
+        let stat = twstat(&set, self.qid(), dialect)?;
         let msg = Twstat {
             fid: self.fid,
             stat,
@@ -133,14 +144,13 @@ impl Fid {
     }
 
     /// Figures of the file system holding the file. 9P2000 and .u have no
-    /// way to ask: ENOSYS.
+    /// way to ask: their figures are those of a tree that counts nothing
+    /// ([`Rstatfs::uncounted`]), as Linux's client reports them, so that df
+    /// still answers.
     pub async fn statfs(&self) -> Result<FsStats, Error> {
         match self.client.dialect() {
             Dialect::L => self.client.inner.call(Tstatfs { fid: self.fid }).await,
-            dialect => Err(Error::refused(
-                Errno::ENOSYS,
-                format!("{dialect} has no statfs"),
-            )),
+            _ => Ok(Rstatfs::uncounted()),
         }
     }
 }

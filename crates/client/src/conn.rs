@@ -139,7 +139,7 @@ impl Inner {
         let mut head = BytesMut::new();
         let payload = fcall
             .encode_head(self.protocol(), &mut head)
-            .map_err(|e| Error::protocol(e.to_string()))?;
+            .map_err(|e| Error::refused(e.errno(), e.to_string()))?;
         let size = head.len() + payload.as_ref().map_or(0, Bytes::len);
         if size > self.msize() as usize {
             return Err(Error::protocol(format!(
@@ -196,11 +196,21 @@ impl Inner {
         Ok(())
     }
 
-    /// Sends any message and waits for the reply, whatever its type. An
-    /// error reply becomes [`Error::Remote`]. Dropping the future flushes
-    /// the request.
+    /// Sends any request answered by one reply and waits for the reply,
+    /// which must be of the type that answers it. An error reply becomes
+    /// [`Error::Remote`]. Dropping the future flushes the request.
     pub(crate) async fn rpc(self: &Arc<Self>, msg: Msg) -> Result<Msg, Error> {
-        self.send_request(msg, Ok)?.await
+        let Some(want) = msg.reply_type() else {
+            let what = format!("{} is not a request answered by one reply", msg.name());
+            return Err(Error::refused(Errno::EINVAL, what));
+        };
+        let asked = msg.name();
+        let reply = self.send_request(msg, Ok)?.await?;
+        if reply.ty() != want {
+            let what = format!("{} in reply to {asked}", reply.name());
+            return Err(Error::protocol(what));
+        }
+        Ok(reply)
     }
 
     /// Sends a request and waits for its reply, as the request's own reply
@@ -515,12 +525,7 @@ impl Client {
     /// replies or none, are refused: `File::read_range` and `write_range`
     /// speak them.
     pub async fn rpc(&self, msg: impl Into<Msg>) -> Result<Msg, Error> {
-        let msg = msg.into();
-        if msg.is_stream_extension() || !msg.is_request() {
-            let what = format!("{} is not a request answered by one reply", msg.name());
-            return Err(Error::refused(Errno::EINVAL, what));
-        }
-        self.inner.rpc(msg).await
+        self.inner.rpc(msg.into()).await
     }
 
     /// Attaches to the tree `aname` as `uname`.

@@ -65,12 +65,8 @@ pub(crate) fn entry_name(name: &str) -> Result<Name, Error> {
     Name::entry(name).map_err(|err| bad_name(name, err))
 }
 
-fn bad_name(name: &str, err: NameError) -> Error {
-    let errno = match err {
-        NameError::TooLong(_) => Errno::ENAMETOOLONG,
-        _ => Errno::EINVAL,
-    };
-    Error::refused(errno, format!("{name:?}: {err}"))
+pub(crate) fn bad_name(name: &str, err: NameError) -> Error {
+    Error::refused(err.errno(), format!("{name:?}: {err}"))
 }
 
 impl Fid {
@@ -166,7 +162,10 @@ impl Fid {
     /// name does not exist.
     pub async fn walk_some(&self, names: &[Name]) -> Result<(Vec<Qid>, Option<Fid>), Error> {
         if names.len() > MAXWELEM {
-            return Err(Error::protocol("more than 16 names in one walk"));
+            return Err(Error::refused(
+                Errno::EINVAL,
+                "more than 16 names in one walk",
+            ));
         }
         let inner = &self.client.inner;
         let mut unfinished = self.new_fid();
@@ -439,7 +438,7 @@ impl Fsys {
         let mut names = path_names(path)?;
         let name = names
             .pop()
-            .ok_or_else(|| Error::protocol("no file name in path"))?;
+            .ok_or_else(|| Error::refused(Errno::EINVAL, "no file name in path"))?;
         Ok((self.root.walk(&names).await?, name))
     }
 }

@@ -8,7 +8,7 @@ use ninep_wire::consts::{dotl, mode::*, open, unix::*};
 use ninep_wire::*;
 
 use crate::error::Error;
-use crate::fsys::{Fid, entry_name};
+use crate::fsys::{Fid, bad_name, entry_name};
 
 /// A special file for [`Fid::mknod`]: its Unix file type and, for
 /// devices, number.
@@ -39,8 +39,9 @@ impl Fid {
             };
             return Ok(self.client.inner.call(msg).await?.qid);
         }
-        self.create_special(name, DMDIR | (perm & 0o777), String::new())
-            .await
+        let dialect = self.client.dialect();
+        let perm = convert::plan9_mode(S_IFDIR | (perm & 0o7777), QidType::DIR, dialect);
+        self.create_special(name, perm, String::new()).await
     }
 
     /// Makes the special file `name` (a fifo, socket or device; a regular
@@ -146,7 +147,7 @@ impl Fid {
     /// `dir_only`, rmdir(2): ENOTDIR and EISDIR where the file is of the
     /// other kind.
     pub async fn unlink_at(&self, name: &str, dir_only: bool) -> Result<(), Error> {
-        let name = Name::new(name).map_err(|e| Error::refused(Errno::EINVAL, e.to_string()))?;
+        let name = entry_name(name)?;
         if self.client.dialect() == Dialect::L {
             let msg = Tunlinkat {
                 dirfid: self.fid,
@@ -171,9 +172,9 @@ impl Fid {
 
     /// Renames `oldname` in this directory to `newname` in `to`.
     pub async fn rename_at(&self, oldname: &Name, to: &Fid, newname: &Name) -> Result<(), Error> {
-        newname
-            .check_entry()
-            .map_err(|e| Error::refused(Errno::EINVAL, e.to_string()))?;
+        for name in [oldname, newname] {
+            name.check_entry().map_err(|e| bad_name(name, e))?;
+        }
         if self.client.dialect() == Dialect::L {
             let msg = Trenameat {
                 olddirfid: self.fid,
@@ -197,9 +198,7 @@ impl Fid {
     /// `to`. 9P2000 and .u rename by a wstat of the name, within one
     /// directory: EXDEV across directories, as from Linux's client.
     pub async fn rename(&self, from: &Fid, to: &Fid, newname: &Name) -> Result<(), Error> {
-        newname
-            .check_entry()
-            .map_err(|e| Error::refused(Errno::EINVAL, e.to_string()))?;
+        newname.check_entry().map_err(|e| bad_name(newname, e))?;
         if self.client.dialect() == Dialect::L {
             let msg = Trename {
                 fid: self.fid,

@@ -80,7 +80,7 @@ pub(crate) fn beneath() -> ResolveFlags {
 /// again because a `..` made or removed here would leave the export.
 pub(crate) fn not_dir_entry(name: &Name) -> Result<&str> {
     name.check_entry()
-        .map_err(|e| Error::with_errno(Errno::EINVAL, e.to_string()))?;
+        .map_err(|e| Error::with_errno(e.errno(), e.to_string()))?;
     Ok(name.as_str())
 }
 

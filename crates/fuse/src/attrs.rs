@@ -211,10 +211,6 @@ impl Inner {
     /// statfs(2)'s figures for the file system holding `ino`.
     pub async fn statfs(&self, ino: u64, user: u32) -> Result<FsStats, Errno32> {
         let fid = self.fid(ino, user).await?;
-        match fid.statfs().await {
-            // 9P2000 and .u have no statfs: an empty disk, so df still answers.
-            Err(e) if e.errno() == Errno::ENOSYS => Ok(FsStats::uncounted()),
-            other => other.map_err(errno),
-        }
+        fid.statfs().await.map_err(errno)
     }
 }

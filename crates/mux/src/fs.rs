@@ -423,13 +423,11 @@ impl Filesystem for Mux {
     }
 
     async fn statfs(&self, _cx: &Cx, node: &Node) -> Result<Rstatfs> {
-        // Nothing to ask for the mux's own directories and unions, nor
-        // servers whose dialect has no statfs.
-        let figures = match node.remote() {
-            Ok(r) => r.statfs().await?,
-            Err(_) => None,
-        };
-        Ok(figures.unwrap_or_else(Rstatfs::uncounted))
+        // Nothing to ask for the mux's own directories and unions.
+        match node.remote() {
+            Ok(r) => r.statfs().await,
+            Err(_) => Ok(Rstatfs::uncounted()),
+        }
     }
 }
 

@@ -92,7 +92,7 @@ impl<F: Filesystem> Handler<'_, F> {
         let s = g.as_mut().ok_or_else(unknown_fid)?;
         let cx = self.cx(s);
         let fs = self.fs();
-        let perm = m.perm & 0o777;
+        let perm = convert::permissions(m.perm, self.session.dialect);
         let is_u = self.session.dialect == Dialect::U;
         if m.perm & DMDIR != 0 {
             if m.mode & 3 != OREAD || m.mode & (OTRUNC | ORCLOSE) != 0 {
@@ -118,13 +118,14 @@ impl<F: Filesystem> Handler<'_, F> {
             let t = tg.as_ref().ok_or_else(unknown_fid)?;
             fs.link(&cx, &s.file, &t.file, &m.name).await?;
         } else {
-            let (ty, major, minor) = if m.perm & DMDEVICE != 0 {
-                parse_device(&m.extension)?
+            let (ty, rdev) = if m.perm & DMDEVICE != 0 {
+                convert::device(&m.extension).ok_or_else(|| Error::new("bad device extension"))?
             } else if m.perm & DMNAMEDPIPE != 0 {
-                (S_IFIFO, 0, 0)
+                (S_IFIFO, 0)
             } else {
-                (S_IFSOCK, 0, 0)
+                (S_IFSOCK, 0)
             };
+            let (major, minor) = convert::major_minor(rdev);
             fs.mknod(&cx, &s.file, &m.name, ty | perm, major, minor, NONUNAME)
                 .await?;
         }
@@ -148,18 +149,4 @@ impl<F: Filesystem> Handler<'_, F> {
         }
         .into())
     }
-}
-
-/// `c 1 3` or `b 8 1` from a 9P2000.u extension.
-fn parse_device(ext: &str) -> Result<(u32, u32, u32)> {
-    let bad = || Error::new("bad device extension");
-    let mut parts = ext.split_whitespace();
-    let ty = match parts.next() {
-        Some("c") => S_IFCHR,
-        Some("b") => S_IFBLK,
-        _ => return Err(bad()),
-    };
-    let major = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-    let minor = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-    Ok((ty, major, minor))
 }

@@ -67,7 +67,7 @@ pub(crate) fn state<T>(guard: &Option<FidState<T>>) -> Result<&FidState<T>> {
 /// Refuses a name no new file may have.
 pub(crate) fn check_new_name(name: &Name) -> Result<()> {
     name.check_entry()
-        .map_err(|e| Error::with_errno(Errno::EINVAL, e.to_string()))
+        .map_err(|e| Error::with_errno(e.errno(), e.to_string()))
 }
 
 impl<F: Filesystem> Handler<'_, F> {

@@ -1,6 +1,6 @@
 //! Tstat and Twstat: a file's attributes as a 9P2000 or 9P2000.u stat, and
 //! a stat's changes as attribute changes (the translation is in
-//! [`convert`]).
+//! [`crate::translate`]).
 
 use ninep_wire::consts::unix::*;
 use ninep_wire::*;

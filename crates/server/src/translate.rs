@@ -128,7 +128,8 @@ pub(crate) fn wstat(
     let rename = if stat.name.is_empty() || stat.name == current.name {
         None
     } else {
-        let name = Name::entry(stat.name.as_str()).map_err(|e| Error::new(e.to_string()))?;
+        let name = Name::entry(stat.name.as_str())
+            .map_err(|e| Error::with_errno(e.errno(), e.to_string()))?;
         Some(name)
     };
     Ok((set, rename))

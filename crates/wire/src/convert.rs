@@ -61,7 +61,11 @@ pub fn unix_mode(plan9: u32, extension: &str, dialect: Dialect) -> u32 {
     } else if u && plan9 & DMSYMLINK != 0 {
         S_IFLNK
     } else if u && plan9 & DMDEVICE != 0 {
-        device(extension).map_or(S_IFCHR, |(ty, _)| ty)
+        if extension.starts_with('b') {
+            S_IFBLK
+        } else {
+            S_IFCHR
+        }
     } else if u && plan9 & DMNAMEDPIPE != 0 {
         S_IFIFO
     } else if u && plan9 & DMSOCKET != 0 {

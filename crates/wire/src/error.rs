@@ -110,6 +110,21 @@ pub enum EncodeError {
     NotNegotiated(&'static str),
 }
 
+impl EncodeError {
+    /// The errno Linux gives for the same refusal: a message the dialect
+    /// lacks is not supported; anything else is too large for its field.
+    pub fn errno(&self) -> crate::Errno {
+        match self {
+            EncodeError::NotInDialect(..) | EncodeError::NotNegotiated(_) => {
+                crate::Errno::EOPNOTSUPP
+            }
+            EncodeError::TooManyWalkElements(_) => crate::Errno::EINVAL,
+            EncodeError::StringTooLong(_) => crate::Errno::ENAMETOOLONG,
+            EncodeError::StatTooLarge(_) | EncodeError::DataTooLarge(_) => crate::Errno::EMSGSIZE,
+        }
+    }
+}
+
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use EncodeError::*;

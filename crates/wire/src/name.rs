@@ -138,6 +138,16 @@ impl fmt::Display for Name {
     }
 }
 
+impl NameError {
+    /// The errno Linux gives for such a name.
+    pub fn errno(self) -> crate::Errno {
+        match self {
+            NameError::TooLong(_) => crate::Errno::ENAMETOOLONG,
+            NameError::Slash | NameError::Nul | NameError::NotAnEntry => crate::Errno::EINVAL,
+        }
+    }
+}
+
 impl fmt::Display for NameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -138,29 +138,16 @@ impl RemoteFile {
         self.fid().readlink().await.map_err(|e| self.error(e))
     }
 
-    /// Figures of the file system holding the file; none where the
-    /// server's dialect has no way to ask.
-    pub async fn statfs(&self) -> Result<Option<FsStats>> {
+    /// Figures of the file system holding the file.
+    pub async fn statfs(&self) -> Result<FsStats> {
         let _turn = self.up.turn().await;
-        match self.fid().statfs().await {
-            Ok(figures) => Ok(Some(figures)),
-            Err(ninep_client::Error::Refused {
-                errno: Errno::ENOSYS,
-                ..
-            }) => Ok(None),
-            Err(e) => Err(self.error(e)),
-        }
+        self.fid().statfs().await.map_err(|e| self.error(e))
     }
 
-    /// Commits the file to stable storage, through the open file if there
-    /// is one.
+    /// Commits the file to stable storage.
     pub async fn fsync(&self, datasync: bool) -> Result<()> {
         let _turn = self.up.turn().await;
-        let synced = match self.open_file() {
-            Some(file) => file.fsync(datasync).await,
-            None => self.fid().fsync(datasync).await,
-        };
-        synced.map_err(|e| self.error(e))
+        self.fid().fsync(datasync).await.map_err(|e| self.error(e))
     }
 
     /// Makes directory `name` in this one.
