@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ninep_server::{Error, Result};
-use ninep_wire::{Name, Qid, QidType};
+use ninep_wire::{Name, Qid, QidType, split_path};
 use parking_lot::RwLock;
 
 use crate::node::{Kind, Node, View};
@@ -131,10 +131,7 @@ pub(crate) fn local_qid(id: u64) -> Qid {
 
 /// The names of a slash-separated path (`.` and empty elements dropped).
 pub(crate) fn names(path: &str) -> Result<Vec<Name>> {
-    path.split('/')
-        .filter(|e| !e.is_empty() && *e != ".")
-        .map(|e| Name::new(e).map_err(|err| Error::new(format!("{e:?}: {err}"))))
-        .collect()
+    split_path(path).map_err(|err| Error::with_errno(err.errno(), format!("{path:?}: {err}")))
 }
 
 impl Namespace {
