@@ -30,12 +30,25 @@ pub struct FileInfo {
     pub nlink: u64,
     /// Device number of a device file (Linux's encoding).
     pub rdev: u64,
+    /// Bytes of storage, in 512-byte blocks (from the size where the
+    /// dialect does not say).
+    pub blocks: u64,
+    /// The size of block I/O goes best in (4096 where the dialect does not
+    /// say).
+    pub blksize: u64,
     /// Last access, seconds since the epoch.
     pub atime: u64,
+    /// Nanoseconds of the last access (9P2000.L).
+    pub atime_nsec: u32,
     /// Last modification, seconds since the epoch.
     pub mtime: u64,
     /// Nanoseconds of the last modification (9P2000.L).
     pub mtime_nsec: u32,
+    /// Last change of the file or its attributes, seconds since the epoch
+    /// (the modification time where the dialect does not say).
+    pub ctime: u64,
+    /// Nanoseconds of the last change (9P2000.L).
+    pub ctime_nsec: u32,
     /// 9P2000.u: symlink target or device numbers.
     pub extension: String,
 }
@@ -66,9 +79,14 @@ impl FileInfo {
             n_gid: s.n_gid,
             nlink: 1,
             rdev,
+            blocks: s.length.div_ceil(512),
+            blksize: 4096,
             atime: s.atime as u64,
+            atime_nsec: 0,
             mtime: s.mtime as u64,
             mtime_nsec: 0,
+            ctime: s.mtime as u64,
+            ctime_nsec: 0,
             extension: s.extension,
         }
     }
@@ -88,9 +106,14 @@ impl FileInfo {
             muid: String::new(),
             nlink: r.nlink,
             rdev: r.rdev,
+            blocks: r.blocks,
+            blksize: r.blksize,
             atime: r.atime_sec,
+            atime_nsec: r.atime_nsec as u32,
             mtime: r.mtime_sec,
             mtime_nsec: r.mtime_nsec as u32,
+            ctime: r.ctime_sec,
+            ctime_nsec: r.ctime_nsec as u32,
             extension: String::new(),
         }
     }

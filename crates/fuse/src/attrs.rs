@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType, TimeOrNow};
 use ninep_client::{Fid, FileInfo, FsStats, SetAttr, SetTime};
-use ninep_wire::consts::{dotl, unix};
-use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rgetattr, Tgetattr};
+use ninep_wire::consts::unix;
+use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid};
 
 use crate::{Conn, Errno32, Inner, errno, fail};
 
@@ -48,60 +48,36 @@ fn kernel_rdev(rdev: u64) -> u32 {
     rdev as u32
 }
 
-fn getattr_attr(r: &Rgetattr) -> FileAttr {
-    FileAttr {
-        ino: 0,
-        size: r.size,
-        blocks: r.blocks,
-        atime: time(r.atime_sec, r.atime_nsec),
-        mtime: time(r.mtime_sec, r.mtime_nsec),
-        ctime: time(r.ctime_sec, r.ctime_nsec),
-        crtime: UNIX_EPOCH,
-        kind: file_type(r.mode),
-        perm: (r.mode & 0o7777) as u16,
-        nlink: r.nlink as u32,
-        uid: r.uid,
-        gid: r.gid,
-        rdev: kernel_rdev(r.rdev),
-        blksize: r.blksize as u32,
-        flags: 0,
-    }
-}
-
 impl Conn {
     /// The file's qid and attributes (with inode number 0).
     pub async fn attr(&self, fid: &Fid) -> Result<(Qid, FileAttr), Errno32> {
-        if self.dialect == Dialect::L {
-            // Rgetattr whole: its blocks, ctime and blksize are the kernel's too.
-            let msg = Tgetattr {
-                fid: fid.number(),
-                request_mask: dotl::GETATTR_BASIC,
-            };
-            let r = self.client.call(msg).await.map_err(errno)?;
-            return Ok((r.qid, getattr_attr(&r)));
-        }
         let info = fid.stat().await.map_err(errno)?;
         Ok((info.qid, self.info_attr(&info)))
     }
 
     fn info_attr(&self, info: &FileInfo) -> FileAttr {
         let known = |id: u32, or: u32| if id == NONUNAME { or } else { id };
-        let mtime = time(info.mtime, u64::from(info.mtime_nsec));
+        // A stat has no link count; a directory has at least two.
+        let nlink = match self.dialect {
+            Dialect::L => info.nlink,
+            _ if info.is_dir() => 2,
+            _ => 1,
+        };
         FileAttr {
             ino: 0,
             size: info.size,
-            blocks: info.size.div_ceil(512),
-            atime: time(info.atime, 0),
-            mtime,
-            ctime: mtime,
+            blocks: info.blocks,
+            atime: time(info.atime, u64::from(info.atime_nsec)),
+            mtime: time(info.mtime, u64::from(info.mtime_nsec)),
+            ctime: time(info.ctime, u64::from(info.ctime_nsec)),
             crtime: UNIX_EPOCH,
             kind: file_type(info.mode),
             perm: (info.mode & 0o7777) as u16,
-            nlink: if info.is_dir() { 2 } else { 1 },
+            nlink: nlink as u32,
             uid: known(info.n_uid, self.owner.0),
             gid: known(info.n_gid, self.owner.1),
             rdev: kernel_rdev(info.rdev),
-            blksize: 4096,
+            blksize: info.blksize as u32,
             flags: 0,
         }
     }

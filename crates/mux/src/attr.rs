@@ -8,10 +8,6 @@ use ninep_server::{Attr, SetAttr, SetTime, Time};
 use ninep_wire::{Qid, convert};
 
 pub(crate) fn from_info(info: &FileInfo, qid: Qid, name: String) -> Attr {
-    let mtime = Time {
-        sec: info.mtime,
-        nsec: info.mtime_nsec,
-    };
     Attr {
         qid,
         name,
@@ -24,14 +20,20 @@ pub(crate) fn from_info(info: &FileInfo, qid: Qid, name: String) -> Attr {
         nlink: info.nlink,
         rdev: info.rdev,
         size: info.size,
-        blksize: 4096,
-        blocks: info.size.div_ceil(512),
+        blksize: info.blksize,
+        blocks: info.blocks,
         atime: Time {
             sec: info.atime,
-            nsec: 0,
+            nsec: info.atime_nsec,
         },
-        mtime,
-        ctime: mtime,
+        mtime: Time {
+            sec: info.mtime,
+            nsec: info.mtime_nsec,
+        },
+        ctime: Time {
+            sec: info.ctime,
+            nsec: info.ctime_nsec,
+        },
     }
 }
 

@@ -178,3 +178,34 @@ async fn renames_cross_directories_only_where_both_dialects_can() {
         assert!(left_in.walk(&[name(left)]).await.is_err(), "{at}");
     }
 }
+
+#[tokio::test]
+async fn a_9p2000l_servers_attributes_reach_a_9p2000l_client_whole() {
+    let ram = ramfs().await;
+    let mux = serve_mux(&format!("mount -c {} /n/ram", ram.addr)).await;
+    let through = attach(&mux.addr, Dialect::L).await;
+    let direct = attach(&ram.addr, Dialect::L).await;
+    let file = through.create("n/ram/f", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, vec![7u8; 5000].into()).await.unwrap();
+    let set = SetAttr {
+        atime: Some(SetTime::At {
+            sec: 1_000_000,
+            nsec: 123_456_789,
+        }),
+        ..SetAttr::default()
+    };
+    file.fid().setattr(&set).await.unwrap();
+    let seen = through.stat("n/ram/f").await.unwrap();
+    let there = direct.stat("f").await.unwrap();
+    // Only the qid is the mux's own; the rest is the server's, to the
+    // nanosecond and block.
+    assert_eq!(
+        (seen.blocks, seen.blksize, seen.nlink),
+        (there.blocks, there.blksize, there.nlink)
+    );
+    assert_eq!((seen.atime, seen.atime_nsec), (1_000_000, 123_456_789));
+    assert_eq!(
+        (seen.ctime, seen.ctime_nsec, seen.mtime_nsec),
+        (there.ctime, there.ctime_nsec, there.mtime_nsec)
+    );
+}
