@@ -22,11 +22,12 @@ pub(crate) fn server_flags(flags: i32) -> u32 {
 }
 
 impl Inner {
-    /// FOPEN flags for a file just opened: direct I/O without a cache or for
-    /// synthetic files (qid.version 0); else keep the cached pages if the
-    /// file has not changed since they were read.
-    fn fopen_flags(&self, ino: u64, qid: Qid) -> u32 {
-        if self.cache == Cache::None || qid.version == 0 || qid.ty.is_dir() {
+    /// FOPEN flags for a file just opened: direct I/O without a cache, for
+    /// synthetic files (qid.version 0) and for files of unknown length;
+    /// else keep the cached pages if the file has not changed since they
+    /// were read.
+    fn fopen_flags(&self, ino: u64, qid: Qid, unknown_length: bool) -> u32 {
+        if self.cache == Cache::None || qid.version == 0 || qid.ty.is_dir() || unknown_length {
             return FOPEN_DIRECT_IO;
         }
         if self.nodes().keep_cache(ino, qid.version) {
@@ -40,7 +41,11 @@ impl Inner {
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, Errno32> {
         let fresh = self.fresh_fid(ino, user).await?;
         let file = fresh.open(flags).await.map_err(errno)?;
-        let fopen = self.fopen_flags(ino, file.qid());
+        // A file of size 0 may yet have data (those of /proc and /sys, and
+        // many synthetic ones): through the page cache the kernel would
+        // read none of it, so its length is taken as unknown.
+        let unknown_length = self.nodes().size(ino) == Some(0);
+        let fopen = self.fopen_flags(ino, file.qid(), unknown_length);
         let fh = self.add_handle(file, ino, user, fopen);
         Ok(Opened { fh, flags: fopen })
     }
@@ -69,7 +74,8 @@ impl Inner {
         let attr = self.found(parent, name, user, None, attrs);
         // A new file has no capabilities: writes need not ask.
         self.without_caps(attr.ino, true);
-        let fopen = self.fopen_flags(attr.ino, file.qid());
+        // Its data are those written through the kernel: their length is known.
+        let fopen = self.fopen_flags(attr.ino, file.qid(), false);
         let fh = self.add_handle(file, attr.ino, user, fopen);
         Ok((attr, Opened { fh, flags: fopen }))
     }

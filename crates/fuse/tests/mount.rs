@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 use ninep_client::{Client, Options};
 use ninep_fuse::Cache;
 use ninep_ramfs::RamFs;
-use ninep_server::Server;
+use ninep_server::{Attr, Cx, Filesystem, Server, User};
 use ninep_transport::Addr;
-use ninep_wire::{Dialect, Msg};
+use ninep_wire::consts::unix::{S_IFDIR, S_IFREG};
+use ninep_wire::{Dialect, Msg, Name, Qid, QidType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Scene {
@@ -33,8 +34,13 @@ fn more(before: &HashMap<&str, usize>, after: &HashMap<&str, usize>, name: &str)
 }
 
 /// Forwards each connection to `front` on to `back`, counting the requests
-/// (9P2000.L names) in `sent`.
-async fn counting_proxy(front: &Addr, back: Addr, sent: Arc<Mutex<HashMap<&'static str, usize>>>) {
+/// (by their names in `dialect`) in `sent`.
+async fn counting_proxy(
+    front: &Addr,
+    back: Addr,
+    dialect: Dialect,
+    sent: Arc<Mutex<HashMap<&'static str, usize>>>,
+) {
     let listener = front.listen().await.unwrap();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
@@ -58,7 +64,7 @@ async fn counting_proxy(front: &Addr, back: Addr, sent: Arc<Mutex<HashMap<&'stat
                         if pending.len() < size {
                             break;
                         }
-                        let name = Msg::type_name(pending[4], Dialect::L).unwrap_or("?");
+                        let name = Msg::type_name(pending[4], dialect).unwrap_or("?");
                         *sent.lock().unwrap().entry(name).or_default() += 1;
                         pending.drain(..size);
                     }
@@ -83,12 +89,22 @@ async fn mounted(
     cache: Cache,
     dialect: Dialect,
 ) -> (Scene, PathBuf, fuser::BackgroundSession) {
+    mounted_fs(name, cache, dialect, RamFs::new()).await
+}
+
+/// Serves `fs` and mounts it; the session unmounts when dropped.
+async fn mounted_fs(
+    name: &str,
+    cache: Cache,
+    dialect: Dialect,
+    fs: impl Filesystem,
+) -> (Scene, PathBuf, fuser::BackgroundSession) {
     let base = std::env::temp_dir().join(format!("ninep-fuse-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("mnt")).unwrap();
     let addr = Addr::Unix(base.join("sock"));
     let listener = addr.listen().await.unwrap();
-    let server = Server::new(RamFs::new());
+    let server = Server::new(fs);
     tokio::spawn(async move {
         server
             .serve_listener(listener, std::future::pending())
@@ -97,7 +113,7 @@ async fn mounted(
     // The mount reaches the server through a proxy that counts requests.
     let counted = Addr::Unix(base.join("counted"));
     let sent = Arc::new(Mutex::new(HashMap::new()));
-    counting_proxy(&counted, addr, sent.clone()).await;
+    counting_proxy(&counted, addr, dialect, sent.clone()).await;
     let options = Options {
         dialect: Some(dialect),
         ..Options::default()
@@ -395,6 +411,120 @@ async fn special_files_keep_their_type_through_chmod() {
         })
         .await
         .unwrap();
+        drop(session);
+    }
+}
+
+/// What a file of /proc says: the contents of [`Proc`]'s one file.
+const UPTIME: &str = "4242.17 8484.34\n";
+
+/// A tree like /proc: one file, `uptime`, whose stat gives size 0 and a
+/// version that is not 0 (so it may be cached) though it has data.
+struct Proc;
+
+impl Proc {
+    fn qid(is_root: bool) -> Qid {
+        Qid {
+            ty: if is_root { QidType::DIR } else { QidType::FILE },
+            version: 1,
+            path: u64::from(!is_root),
+        }
+    }
+}
+
+impl Filesystem for Proc {
+    /// True for the root, false for `uptime`.
+    type File = bool;
+
+    async fn attach(&self, _user: &User) -> ninep_server::Result<(bool, Qid)> {
+        Ok((true, Proc::qid(true)))
+    }
+
+    async fn walk(&self, _cx: &Cx, dir: &bool, name: &Name) -> ninep_server::Result<(bool, Qid)> {
+        match (*dir, name.as_str()) {
+            (true, "uptime") => Ok((false, Proc::qid(false))),
+            (true, "..") => Ok((true, Proc::qid(true))),
+            _ => Err(ninep_server::Error::not_found()),
+        }
+    }
+
+    async fn getattr(&self, _cx: &Cx, file: &bool) -> ninep_server::Result<Attr> {
+        let (mode, name) = match file {
+            true => (S_IFDIR | 0o555, "/"),
+            false => (S_IFREG | 0o444, "uptime"),
+        };
+        Ok(Attr {
+            qid: Proc::qid(*file),
+            name: name.into(),
+            mode,
+            nlink: 1,
+            size: 0,
+            ..Attr::default()
+        })
+    }
+
+    async fn read(
+        &self,
+        _cx: &Cx,
+        _file: &bool,
+        offset: u64,
+        count: u32,
+    ) -> ninep_server::Result<bytes::Bytes> {
+        let data = UPTIME.as_bytes();
+        let from = (offset as usize).min(data.len());
+        let to = (from + count as usize).min(data.len());
+        Ok(bytes::Bytes::copy_from_slice(&data[from..to]))
+    }
+
+    async fn read_dir(
+        &self,
+        cx: &Cx,
+        _dir: &bool,
+    ) -> ninep_server::Result<Vec<ninep_server::DirEntry>> {
+        Ok(vec![ninep_server::DirEntry {
+            name: Name::new("uptime").expect("a valid name"),
+            attr: self.getattr(cx, &false).await?,
+        }])
+    }
+}
+
+/// A file whose size is 0 but which has data (/proc, /sys) reads whole
+/// under every cache policy, in every dialect, and again when read twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_of_size_zero_reads_its_data() {
+    for cache in [Cache::None, Cache::Strict, Cache::Loose] {
+        for dialect in Dialect::ALL {
+            let (_scene, mnt, session) = mounted_fs("size-zero", cache, dialect, Proc).await;
+            let read = tokio::task::spawn_blocking(move || {
+                let path = mnt.join("uptime");
+                assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+                [(); 2].map(|()| std::fs::read_to_string(&path).unwrap())
+            })
+            .await
+            .unwrap();
+            assert_eq!(read, [UPTIME; 2], "{cache:?} {dialect}");
+            drop(session);
+        }
+    }
+}
+
+/// `ninep serve /proc`: the host's /proc/uptime through an export reads
+/// as it does on the host, two figures, under every cache policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proc_through_an_export_reads_its_data() {
+    for cache in [Cache::None, Cache::Strict, Cache::Loose] {
+        let export = ninep_export::Export::new("/proc", ninep_export::Options::default()).unwrap();
+        let (_scene, mnt, session) = mounted_fs("proc", cache, Dialect::L, export).await;
+        let uptime = tokio::task::spawn_blocking(move || {
+            std::fs::read_to_string(mnt.join("uptime")).unwrap()
+        })
+        .await
+        .unwrap();
+        let figures: Vec<f64> = uptime
+            .split_whitespace()
+            .map(|f| f.parse().unwrap())
+            .collect();
+        assert_eq!(figures.len(), 2, "{cache:?}: {uptime:?}");
         drop(session);
     }
 }
