@@ -176,6 +176,10 @@ impl fuser::Filesystem for NinepFs {
         // Lookups and listings in one directory need not wait for each
         // other: each is a walk or read of its own over the connection.
         let _ = config.add_capabilities(fuser::consts::FUSE_PARALLEL_DIROPS);
+        // O_TRUNC comes with the open, which passes it on (OTRUNC, Tlopen's
+        // O_TRUNC), rather than as a setattr after: servers that refuse
+        // wstat (synthetic control files) still take an overwrite.
+        let _ = config.add_capabilities(fuser::consts::FUSE_ATOMIC_O_TRUNC);
         // Reads and writes of up to a MiB each (the kernel's largest), so
         // bulk transfers take few round trips; the kernel lowers what it
         // cannot do.

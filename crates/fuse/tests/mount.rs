@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use ninep_client::{Client, Options};
 use ninep_fuse::Cache;
 use ninep_ramfs::RamFs;
+use ninep_server::tree::{Dir, Tree};
 use ninep_server::{Attr, Cx, Filesystem, Server, User};
 use ninep_transport::Addr;
 use ninep_wire::consts::unix::{S_IFDIR, S_IFREG};
@@ -525,6 +526,72 @@ async fn proc_through_an_export_reads_its_data() {
             .map(|f| f.parse().unwrap())
             .collect();
         assert_eq!(figures.len(), 2, "{cache:?}: {uptime:?}");
+        drop(session);
+    }
+}
+
+/// An overwrite (open with O_TRUNC) of a control file, which takes writes
+/// but refuses wstat and setattr, truncates with the open: the write
+/// arrives, in every dialect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwrite_needs_no_setattr() {
+    for dialect in Dialect::ALL {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let into = got.clone();
+        let tree = Tree::new(Dir::new().write("ctl", move |_, data| {
+            into.lock().unwrap().push(data.to_vec());
+            Ok(())
+        }));
+        let (scene, mnt, session) = mounted_fs("ctl", Cache::Strict, dialect, tree).await;
+        let before = scene.sent();
+        let shell = tokio::task::spawn_blocking(move || {
+            let ctl = mnt.join("ctl");
+            std::fs::write(&ctl, "first\n").unwrap();
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("echo second > '{}'", ctl.display()))
+                .status()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(shell.success(), "{dialect}");
+        assert_eq!(
+            *got.lock().unwrap(),
+            [b"first\n".to_vec(), b"second\n".to_vec()],
+            "{dialect}"
+        );
+        let after = scene.sent();
+        for change in ["Tsetattr", "Twstat"] {
+            assert_eq!(more(&before, &after, change), 0, "{dialect} {change}");
+        }
+        drop(session);
+    }
+}
+
+/// O_TRUNC still truncates a regular file, in every dialect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwrite_truncates() {
+    for dialect in Dialect::ALL {
+        let (_scene, mnt, session) = mounted("truncate", Cache::Strict, dialect).await;
+        tokio::task::spawn_blocking(move || {
+            let path = mnt.join("file");
+            std::fs::write(&path, "a longer first version\n").unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"a longer first version\n");
+            std::fs::write(&path, "short\n").unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"short\n", "{dialect}");
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap();
+            assert_eq!(file.metadata().unwrap().len(), 0, "{dialect}");
+            file.write_all(b"x").unwrap();
+            drop(file);
+            assert_eq!(std::fs::read(&path).unwrap(), b"x", "{dialect}");
+        })
+        .await
+        .unwrap();
         drop(session);
     }
 }
