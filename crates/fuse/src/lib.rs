@@ -13,7 +13,9 @@
 //!
 //! Caching follows the v9fs paper's argument, in three policies ([`Cache`]).
 //! Files whose qid.version is 0 are synthetic and are never cached: they are
-//! always read and written directly.
+//! always read and written directly. So is a file opened while its size is
+//! 0, which may be a file of /proc or /sys whose size says nothing of its
+//! data.
 //!
 //! Identity ([`Access`]): either every request goes out under the one
 //! attach the mount was made with, or each calling user gets an attach of
