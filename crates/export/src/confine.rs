@@ -1,9 +1,13 @@
 //! Confinement beneath the export's root: the `O_PATH` descriptor each fid
 //! holds, names resolved one element at a time without leaving the export
-//! or following a link, and the server's own descriptors reopened through
-//! `/proc/self/fd` for I/O.
+//! or following a link, links followed for 9P2000 only where the kernel
+//! finds their targets beneath the root, and the server's own descriptors
+//! reopened through `/proc/self/fd` for I/O.
 
+use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use ninep_server::{Error, Result};
@@ -98,6 +102,66 @@ impl Inner {
         .map_err(errno)?;
         let node = Node::new(fd, Some(dir.clone()), name).map_err(errno)?;
         Ok(Arc::new(node))
+    }
+
+    /// For 9P2000, which has no symbolic links: what the link `link`, found
+    /// as `name` in `dir`, leads to, under the link's name (so `..` leads
+    /// back to `dir`). Where the target is outside the export, missing or a
+    /// loop, the link itself, which opens to nothing.
+    pub(crate) fn follow(&self, dir: &Arc<Node>, name: &str, link: Arc<Node>) -> Result<Arc<Node>> {
+        match self.link_target(&link) {
+            Ok(fd) => {
+                let node = Node::new(fd, Some(dir.clone()), name).map_err(errno)?;
+                Ok(Arc::new(node))
+            }
+            Err(e) => {
+                tracing::debug!(name, error = %e, "link not followed");
+                Ok(link)
+            }
+        }
+    }
+
+    /// Opens what `link` leads to, resolved by the kernel from the root
+    /// with `RESOLVE_BENEATH`: links on the way are followed, but `..`
+    /// above the root and absolute targets (host paths) are refused with
+    /// EXDEV, and loops with ELOOP.
+    fn link_target(&self, link: &Node) -> rustix::io::Result<OwnedFd> {
+        let path = self.beneath_root(link)?;
+        // The path was read from the kernel a moment ago; check it still
+        // names the link (a link removed meanwhile reads as "name (deleted)").
+        let again = rustix::fs::openat2(
+            &self.root.fd,
+            &path,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            beneath(),
+        )?;
+        let st = rustix::fs::fstat(&again)?;
+        if st.st_dev != link.dev || st.st_ino != link.ino {
+            return Err(rustix::io::Errno::NOENT);
+        }
+        rustix::fs::openat2(
+            &self.root.fd,
+            &path,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+    }
+
+    /// Where `node` is beneath the root, as the kernel names both now;
+    /// EXDEV if the host has moved it out.
+    fn beneath_root(&self, node: &Node) -> rustix::io::Result<PathBuf> {
+        let host_path = |n: &Node| {
+            let fd = n.fd.as_raw_fd().to_string();
+            let path = rustix::fs::readlinkat(&self.proc_fd, fd.as_str(), Vec::new())?;
+            Ok::<_, rustix::io::Errno>(PathBuf::from(OsString::from_vec(path.into_bytes())))
+        };
+        let root = host_path(&self.root)?;
+        host_path(node)?
+            .strip_prefix(&root)
+            .map(|p| p.to_path_buf())
+            .map_err(|_| rustix::io::Errno::XDEV)
     }
 
     /// Opens the very inode `node` holds, for I/O.

@@ -14,8 +14,8 @@ impl Filesystem for Export {
         names::attach(self, user).await
     }
 
-    async fn walk(&self, _cx: &Cx, dir: &ExportFile, name: &Name) -> Result<(ExportFile, Qid)> {
-        names::walk(self, dir, name).await
+    async fn walk(&self, cx: &Cx, dir: &ExportFile, name: &Name) -> Result<(ExportFile, Qid)> {
+        names::walk(self, cx.dialect, dir, name).await
     }
 
     async fn getattr(&self, _cx: &Cx, file: &ExportFile) -> Result<Attr> {

@@ -5,9 +5,11 @@
 //! its directory's descriptor with `openat2(RESOLVE_BENEATH |
 //! RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` and `O_NOFOLLOW`: no host
 //! path is ever built from a client's strings, a symbolic link is served as
-//! a link and never followed by the server, and `..` is answered from the
-//! fid's own record of the directories it walked through, so it stops at
-//! the export's root whatever happens on the host meanwhile.
+//! a link, and `..` is answered from the fid's own record of the
+//! directories it walked through, so it stops at the export's root whatever
+//! happens on the host meanwhile. 9P2000 has no links, so there a walk to a
+//! link reaches its target when the kernel finds it from the root with
+//! `RESOLVE_BENEATH`; links leading out (absolute ones included) stay links.
 //!
 //! To read, write or change a walked file the server reopens its own
 //! descriptor through `/proc/self/fd` (as virtiofsd does). That names

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ninep_server::{Error, Opened, Result, User};
 use ninep_wire::consts::dotl;
 use ninep_wire::consts::mode::DMAPPEND;
-use ninep_wire::{Errno, Name, Qid};
+use ninep_wire::{Dialect, Errno, Name, Qid};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use crate::confine::{Place, beneath, not_dir_entry};
@@ -53,6 +53,7 @@ pub(crate) async fn attach(export: &Export, user: &User) -> Result<(ExportFile, 
 
 pub(crate) async fn walk(
     export: &Export,
+    dialect: Dialect,
     dir: &ExportFile,
     name: &Name,
 ) -> Result<(ExportFile, Qid)> {
@@ -63,7 +64,13 @@ pub(crate) async fn walk(
             let node = if name == ".." {
                 from.place().0.unwrap_or_else(|| inner.root.clone())
             } else {
-                inner.lookup(&from, &name)?
+                let node = inner.lookup(&from, &name)?;
+                // 9P2000 cannot show a link as one, so it reaches the target.
+                if dialect == Dialect::Base && node.ty == FileType::Symlink {
+                    inner.follow(&from, &name, node)?
+                } else {
+                    node
+                }
             };
             let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
             let qid = inner.marked(&node, inner.qid(&st));

@@ -192,6 +192,85 @@ async fn symlinks_are_served_as_links_and_never_followed() {
 }
 
 #[tokio::test]
+async fn links_inside_the_export_are_followed_for_9p2000_only() {
+    let s = Scene::new("follow");
+    // Leading inside, relative: a file, a directory, up and back down, and
+    // a chain through another link.
+    symlink("sub/file", s.export.join("file-link")).unwrap();
+    symlink("sub", s.export.join("dir-link")).unwrap();
+    symlink("../file", s.export.join("sub/deeper/up")).unwrap();
+    symlink("../../dir-link/file", s.export.join("sub/deeper/via")).unwrap();
+    // Leading outside, or nowhere: relative, absolute (even to a file in the
+    // export, since an absolute target names a host path), a chain that
+    // leaves, a directory outside, and loops.
+    symlink("../../outside/secret", s.export.join("sub/out")).unwrap();
+    symlink(s.outside.join("secret"), s.export.join("abs")).unwrap();
+    symlink(s.export.join("sub/file"), s.export.join("abs-inside")).unwrap();
+    symlink("sub/out", s.export.join("chain")).unwrap();
+    symlink("../outside", s.export.join("out-dir")).unwrap();
+    symlink("loop-b", s.export.join("loop-a")).unwrap();
+    symlink("loop-a", s.export.join("loop-b")).unwrap();
+    symlink("loop-self", s.export.join("loop-self")).unwrap();
+    let refused = [
+        "sub/out",
+        "abs",
+        "abs-inside",
+        "chain",
+        "out-dir",
+        "loop-a",
+        "loop-self",
+    ];
+    let addr = s.serve(ExportOptions::default()).await;
+
+    let fsys = s.attach(&addr, Dialect::Base).await;
+    for link in ["file-link", "sub/deeper/up", "sub/deeper/via"] {
+        assert_eq!(fsys.read(link).await.unwrap(), b"inside", "{link}");
+    }
+    let dir = fsys.walk("dir-link").await.unwrap();
+    assert!(dir.qid().ty.contains(QidType::DIR));
+    let listed = fsys.read_dir("dir-link").await.unwrap();
+    assert_eq!(listed.len(), 3);
+    for name in ["deeper", "file", "out"] {
+        assert!(listed.iter().any(|e| e.name == name), "{name}");
+    }
+    assert_eq!(fsys.read("dir-link/file").await.unwrap(), b"inside");
+    assert!(fsys.stat("dir-link/deeper").await.unwrap().is_dir());
+    // The followed file keeps the link's name, and .. leads back to where
+    // the link is.
+    assert_eq!(fsys.stat("file-link").await.unwrap().name, "file-link");
+    let up = fsys.walk("dir-link/..").await.unwrap();
+    assert_eq!(up.qid().path, fsys.root().qid().path);
+    for link in refused {
+        assert_eq!(errno_of(fsys.read(link).await), Errno::ELOOP, "{link}");
+    }
+    assert!(fsys.read("out-dir/secret").await.is_err());
+    assert!(fsys.read_dir("out-dir").await.is_err());
+    assert!(fsys.read("chain/secret").await.is_err());
+
+    // 9P2000.u and .L have links of their own: served as links, unfollowed.
+    for dialect in [Dialect::U, Dialect::L] {
+        let fsys = s.attach(&addr, dialect).await;
+        for link in ["file-link", "dir-link", "sub/deeper/up"]
+            .iter()
+            .chain(&refused)
+        {
+            let fid = fsys.walk(link).await.unwrap();
+            assert!(fid.qid().ty.contains(QidType::SYMLINK), "{link} {dialect}");
+            assert_eq!(errno_of(fsys.read(link).await), Errno::ELOOP, "{link}");
+        }
+        assert!(fsys.read("dir-link/file").await.is_err(), "{dialect}");
+    }
+    // Removing a 9P2000 walk's file by the link's name never removes the
+    // file the link leads to.
+    let _ = fsys.remove("file-link").await;
+    assert_eq!(
+        std::fs::read_to_string(s.export.join("sub/file")).unwrap(),
+        "inside"
+    );
+    s.secret_untouched();
+}
+
+#[tokio::test]
 async fn a_symlink_swapped_in_after_the_walk_is_not_followed() {
     let s = Scene::new("swap");
     std::fs::write(s.export.join("victim"), "original").unwrap();
