@@ -120,7 +120,8 @@ impl Inner {
         (qid, mut attr): (Qid, FileAttr),
     ) -> FileAttr {
         let mut nodes = self.nodes();
-        attr.ino = nodes.found(parent, name.clone(), user, fid, qid, &attr);
+        attr.ino = nodes.ino(qid);
+        nodes.found(attr.ino, parent, name.clone(), user, fid);
         nodes.sized(attr.ino, attr.size);
         attr
     }
