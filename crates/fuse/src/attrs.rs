@@ -120,8 +120,7 @@ impl Inner {
         (qid, mut attr): (Qid, FileAttr),
     ) -> FileAttr {
         let mut nodes = self.nodes();
-        attr.ino = nodes.ino(qid);
-        nodes.found(attr.ino, parent, name.clone(), user, fid);
+        attr.ino = nodes.found(parent, name.clone(), user, fid, qid, &attr);
         nodes.sized(attr.ino, attr.size);
         attr
     }

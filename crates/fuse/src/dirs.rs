@@ -44,7 +44,7 @@ impl Inner {
                 let number = match e.name.as_str() {
                     "." => ino,
                     ".." => nodes.parent(ino),
-                    _ => nodes.ino(e.qid),
+                    _ => nodes.listed(ino, &e.name, e.qid, e.kind),
                 };
                 (number, e)
             })

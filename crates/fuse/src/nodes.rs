@@ -5,10 +5,28 @@
 //! fid per user. A user who has none yet walks one from their own attach
 //! along the file's path, rebuilt from the parent and name every lookup and
 //! rename records.
+//!
+//! A qid.path tells files apart only as well as the server numbers them:
+//! some give the root and the first file the same path, a buggy one reuses
+//! paths. A file found by a lookup is therefore the inode
+//! - already known by that name, if it has the same qid.path and kind;
+//! - else the one last numbered for its qid.path and still known to the
+//!   kernel, if of the same kind, not the root, and a non-directory the
+//!   server says has more than one link (a hard link);
+//! - else a new one.
+//!
+//! Servers reuse a deleted file's qid.path (an export's paths are host
+//! inode numbers), so the inode a path is shared with is the newest one
+//! numbered for it, and none once the kernel forgets it.
+//!
+//! So the kernel is never given the root, or a known inode of another kind
+//! (which it would mark bad), for another file, and no file's fids or
+//! place are taken over by another's.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use fuser::{FileAttr, FileType};
 use ninep_client::Fid;
 use ninep_wire::{Name, Qid};
 
@@ -22,14 +40,24 @@ struct Node {
     place: Option<(u64, Name)>,
     /// The kernel's lookup count; the node goes when it drops to zero.
     lookups: u64,
+    /// What the file was when found, to tell it from others of its qid.path.
+    qid_path: u64,
+    kind: FileType,
+}
+
+/// The inode number first given to a qid.path, and the kind of file it was.
+struct Numbered {
+    ino: u64,
+    kind: FileType,
 }
 
 pub(crate) struct Nodes {
     by_ino: HashMap<u64, Node>,
     /// (directory, name) -> ino: the inverse of each node's place.
     by_place: HashMap<(u64, Name), u64>,
-    /// qid.path -> ino, kept for good so a file keeps its number.
-    ino_of: HashMap<u64, u64>,
+    /// qid.path -> its first number, kept for good so a file keeps its
+    /// number while the kernel forgets and finds it again.
+    numbered: HashMap<u64, Numbered>,
     /// ino -> the qid.version its cached pages belong to.
     cached_version: HashMap<u64, u32>,
     /// ino -> the size the kernel was last given or made by a write.
@@ -42,28 +70,65 @@ impl Nodes {
         let mut nodes = Nodes {
             by_ino: HashMap::new(),
             by_place: HashMap::new(),
-            ino_of: HashMap::new(),
+            numbered: HashMap::new(),
             cached_version: HashMap::new(),
             sizes: HashMap::new(),
             next_ino: ROOT + 1,
         };
-        nodes.ino_of.insert(root.qid().path, ROOT);
+        let (qid_path, kind) = (root.qid().path, FileType::Directory);
+        nodes
+            .numbered
+            .insert(qid_path, Numbered { ino: ROOT, kind });
         let node = Node {
             fids: HashMap::from([(uid, Arc::new(root))]),
             place: None,
             lookups: 1,
+            qid_path,
+            kind,
         };
         nodes.by_ino.insert(ROOT, node);
         nodes
     }
 
-    /// The inode number of the file with `qid`, made on first sight.
-    pub fn ino(&mut self, qid: Qid) -> u64 {
-        let next = &mut self.next_ino;
-        *self.ino_of.entry(qid.path).or_insert_with(|| {
-            *next += 1;
-            *next - 1
-        })
+    /// The inode number of `name` in directory `parent`, listed with `qid`
+    /// and `kind`: the number a lookup would give it, if it may share one.
+    pub fn listed(&mut self, parent: u64, name: &str, qid: Qid, kind: FileType) -> u64 {
+        // A name no lookup could take is known at no place.
+        let name = Name::new(name).unwrap_or_default();
+        self.identify(parent, &name, qid, kind, true)
+    }
+
+    /// The inode of the file with `qid` and `kind` found as `name` in
+    /// `parent`, by the rule above; `may_share` if the server allows it
+    /// other names.
+    fn identify(
+        &mut self,
+        parent: u64,
+        name: &Name,
+        qid: Qid,
+        kind: FileType,
+        may_share: bool,
+    ) -> u64 {
+        let known_here = self
+            .by_place
+            .get(&(parent, name.clone()))
+            .copied()
+            .filter(|ino| {
+                self.by_ino
+                    .get(ino)
+                    .is_some_and(|n| n.qid_path == qid.path && n.kind == kind)
+            });
+        let latest = self
+            .numbered
+            .get(&qid.path)
+            .filter(|latest| may_share && latest.ino != ROOT && latest.kind == kind);
+        if let Some(ino) = known_here.or(latest.map(|latest| latest.ino)) {
+            return ino;
+        }
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        self.numbered.insert(qid.path, Numbered { ino, kind });
+        ino
     }
 
     pub fn exists(&self, ino: u64) -> bool {
@@ -103,24 +168,38 @@ impl Nodes {
             .map_or(ROOT, |p| p.0)
     }
 
-    /// Records a lookup of `name` in `parent` by `uid`, which walked `fid`
-    /// if given; without one, a fid is walked along the path when first
-    /// needed. Either way the user's older fid goes: on servers whose fids
-    /// name paths (diod), a fid from before a rename names nothing now.
-    pub fn found(&mut self, ino: u64, parent: u64, name: Name, uid: u32, fid: Option<Fid>) {
+    /// Records a lookup of `name` in `parent` by `uid`, which found a file
+    /// with `qid` and attributes `attr` and walked `fid` if given; without
+    /// one, a fid is walked along the path when first needed. Either way
+    /// the user's older fid goes: on servers whose fids name paths (diod),
+    /// a fid from before a rename names nothing now. Answers the file's
+    /// inode number.
+    pub fn found(
+        &mut self,
+        parent: u64,
+        name: Name,
+        uid: u32,
+        fid: Option<Fid>,
+        qid: Qid,
+        attr: &FileAttr,
+    ) -> u64 {
+        // Directories have one name; other files as many as their links.
+        let may_share = attr.kind != FileType::Directory && attr.nlink > 1;
+        let ino = self.identify(parent, &name, qid, attr.kind, may_share);
         let node = self.by_ino.entry(ino).or_insert_with(|| Node {
             fids: HashMap::new(),
             place: None,
             lookups: 0,
+            qid_path: qid.path,
+            kind: attr.kind,
         });
         node.lookups += 1;
         match fid {
             Some(fid) => node.fids.insert(uid, Arc::new(fid)),
             None => node.fids.remove(&uid),
         };
-        if ino != ROOT {
-            self.place(ino, Some((parent, name)));
-        }
+        self.place(ino, Some((parent, name)));
+        ino
     }
 
     /// Moves `ino` to `place`, keeping the index in step.
@@ -134,8 +213,13 @@ impl Nodes {
         {
             self.by_place.remove(&old);
         }
-        if let Some(new) = place {
-            self.by_place.insert(new, ino);
+        // A file that held the place before is no longer found there.
+        if let Some(new) = place
+            && let Some(displaced) = self.by_place.insert(new, ino)
+            && displaced != ino
+            && let Some(node) = self.by_ino.get_mut(&displaced)
+        {
+            node.place = None;
         }
     }
 
@@ -158,8 +242,12 @@ impl Nodes {
         if let Some(node) = self.by_ino.get_mut(&ino) {
             node.lookups = node.lookups.saturating_sub(n);
             if node.lookups == 0 {
+                let path = node.qid_path;
                 self.place(ino, None);
                 self.by_ino.remove(&ino);
+                if self.numbered.get(&path).is_some_and(|n| n.ino == ino) {
+                    self.numbered.remove(&path);
+                }
                 self.cached_version.remove(&ino);
                 self.sizes.remove(&ino);
             }

@@ -1,16 +1,18 @@
 //! A ninep mount used through ordinary system calls.
 
+mod support;
+
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use ninep_client::{Client, Options};
+use ninep_client::Client;
 use ninep_fuse::Cache;
 use ninep_ramfs::RamFs;
 use ninep_server::tree::{Dir, Tree};
-use ninep_server::{Attr, Cx, Filesystem, Server, User};
+use ninep_server::{Attr, Cx, Filesystem, User};
 use ninep_transport::Addr;
 use ninep_wire::consts::unix::{S_IFDIR, S_IFREG};
 use ninep_wire::{Dialect, Msg, Name, Qid, QidType};
@@ -104,36 +106,13 @@ async fn mounted_fs(
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("mnt")).unwrap();
     let addr = Addr::Unix(base.join("sock"));
-    let listener = addr.listen().await.unwrap();
-    let server = Server::new(fs);
-    tokio::spawn(async move {
-        server
-            .serve_listener(listener, std::future::pending())
-            .await
-    });
+    support::serve(fs, &addr).await;
     // The mount reaches the server through a proxy that counts requests.
     let counted = Addr::Unix(base.join("counted"));
     let sent = Arc::new(Mutex::new(HashMap::new()));
     counting_proxy(&counted, addr, dialect, sent.clone()).await;
-    let options = Options {
-        dialect: Some(dialect),
-        ..Options::default()
-    };
-    let client = Client::connect_with(&counted.to_string(), options)
-        .await
-        .unwrap();
-    let fsys = client.attach_as("root", 0, "").await.unwrap();
     let mnt = base.join("mnt");
-    let session = ninep_fuse::mount(
-        fsys,
-        &mnt,
-        &ninep_fuse::Options {
-            source: "ninep-test".into(),
-            cache,
-            ..Default::default()
-        },
-    )
-    .expect("mount (is /dev/fuse there and fusermount3 installed?)");
+    let session = support::mount(&counted, dialect, cache, &mnt).await;
     (Scene { base, sent }, mnt, session)
 }
 
