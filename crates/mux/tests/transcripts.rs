@@ -13,16 +13,8 @@ mod support;
 #[path = "../../server/tests/transcript/mod.rs"]
 mod transcript;
 
-use ninep_server::Limits;
 use support::*;
-use transcript::play;
-
-fn limits() -> Limits {
-    Limits {
-        msize: 8192,
-        ..Limits::default()
-    }
-}
+use transcript::{limits, play};
 
 const START: &str = "
     -> Tversion tag 65535 msize 8192 version '9P2000'

@@ -5,14 +5,7 @@
 mod transcript;
 
 use ninep_ramfs::RamFs;
-use ninep_server::Limits;
-
-fn limits() -> Limits {
-    Limits {
-        msize: 8192,
-        ..Limits::default()
-    }
-}
+use transcript::limits;
 
 #[tokio::test]
 async fn create_append_exclusive_and_rclose() {

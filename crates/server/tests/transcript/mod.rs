@@ -17,8 +17,8 @@ use ninep_wire::*;
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::FramedRead;
 
-// The mux's and ramfs's transcripts include this module too, and have
-// beginnings and limits of their own.
+// The mux's and ramfs's transcripts include this module too, and begin
+// their scripts in their own ways.
 
 /// Version and attach in 9P2000, as most scripts begin.
 #[allow(dead_code)]
@@ -30,7 +30,6 @@ pub const HELLO_9P2000: &str = "
 ";
 
 /// The limits scripts are written for: msize 8192, the rest as default.
-#[allow(dead_code)]
 pub fn limits() -> Limits {
     Limits {
         msize: 8192,
