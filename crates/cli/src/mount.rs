@@ -17,13 +17,18 @@ pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
     /// What the kernel may cache: none, strict (file pages while the file's
-    /// qid.version is unchanged) or loose (also attributes, for a second).
+    /// qid.version is unchanged) or loose (also attributes and entries for
+    /// 20 seconds, and writes until writeback, fsync or close).
     #[arg(long, default_value = "strict", value_parser = parse_cache)]
     cache: Cache,
     /// Whose identity requests carry: single (the mount's own attach) or
     /// user (an attach per calling user; the mount is open to all users).
     #[arg(long, default_value = "single", value_parser = ["single", "user"])]
     access: String,
+    /// Most bytes read ahead of a program that reads a file in order, per
+    /// open file (0: none).
+    #[arg(long, default_value_t = ninep_fuse::Options::READ_AHEAD)]
+    read_ahead: u64,
     /// Return once mounted, leaving the mount served in the background.
     #[arg(long)]
     background: bool,
@@ -86,6 +91,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         source: format!("ninep:{}", args.server.addr),
         cache: args.cache,
         access,
+        read_ahead: args.read_ahead,
     };
     let session = ninep_fuse::mount(fsys, &mountpoint, &options)
         .with_context(|| format!("mount on {}", args.mountpoint.display()))?;

@@ -18,6 +18,7 @@
 
 #![warn(clippy::unwrap_used)]
 
+mod ahead;
 mod attrs;
 mod conn;
 mod error;
@@ -32,6 +33,7 @@ mod version;
 mod window;
 mod xattr;
 
+pub use ahead::{OpenFile, ReadAhead};
 pub use attrs::{FsStats, SetAttr, SetTime};
 pub use conn::{Client, Options};
 pub use error::Error;

@@ -31,6 +31,7 @@ use ninep_wire::*;
 
 use crate::error::Error;
 use crate::file::File;
+use crate::info::FileInfo;
 use crate::stream::{ReadReplies, WriteReplies};
 use crate::window::{Sent, StreamCredit, Window};
 
@@ -95,16 +96,23 @@ async fn plan(file: &File, how: Transfer) -> Result<(Mode, u64), Error> {
     }
     let info = file.stat().await?;
     let qid = file.qid();
-    let regular = info.mode & unix::S_IFMT == unix::S_IFREG;
-    let ordered = qid.ty.contains(QidType::APPEND)
-        || qid.ty.contains(QidType::EXCL)
-        || info.plan9_mode & (mode::DMAPPEND | mode::DMEXCL) != 0;
     let versioned = qid.version != 0 || how.mode == Mode::Pipelined;
-    if regular && versioned && !ordered {
+    if offsets_are_stable(qid, &info) && versioned {
         Ok((Mode::Pipelined, info.size))
     } else {
         Ok((Mode::OneAtATime, info.size))
     }
+}
+
+/// Whether a read or write at an offset of the file (qid `qid`, attributes
+/// `info`) means the same whenever it is made, as far as its type says: a
+/// regular file, neither append-only nor exclusive-use. A qid.version of 0
+/// (a synthetic file) is the caller's to weigh.
+pub(crate) fn offsets_are_stable(qid: Qid, info: &FileInfo) -> bool {
+    let ordered = qid.ty.contains(QidType::APPEND)
+        || qid.ty.contains(QidType::EXCL)
+        || info.plan9_mode & (mode::DMAPPEND | mode::DMEXCL) != 0;
+    info.mode & unix::S_IFMT == unix::S_IFREG && !ordered
 }
 
 fn window(mode: Mode, chunk: u64, max: u64) -> Window {

@@ -4,10 +4,11 @@
 use bytes::Bytes;
 use fuser::FileAttr;
 use fuser::consts::{FOPEN_DIRECT_IO, FOPEN_KEEP_CACHE};
+use ninep_client::File;
 use ninep_wire::consts::dotl;
-use ninep_wire::{Name, Qid};
+use ninep_wire::{Errno, Name, Qid};
 
-use crate::{Cache, Errno32, Inner, errno};
+use crate::{Cache, Errno32, Handle, Inner, errno, fail};
 
 /// A file just opened: its handle and FOPEN flags.
 pub(crate) struct Opened {
@@ -17,17 +18,30 @@ pub(crate) struct Opened {
 
 /// The kernel's open flags less those that mean nothing to the server once
 /// the kernel has acted on them.
-pub(crate) fn server_flags(flags: i32) -> u32 {
-    flags as u32 & !(dotl::O_CREAT | dotl::O_EXCL | dotl::O_NOCTTY)
+fn server_flags(flags: u32) -> u32 {
+    flags & !(dotl::O_CREAT | dotl::O_EXCL | dotl::O_NOCTTY)
+}
+
+/// Open flags `flags` for a file under the kernel's writeback cache, which
+/// may read a page of a file open only for writing (to fill the rest of
+/// it) and places appends itself: O_WRONLY becomes O_RDWR, and O_APPEND,
+/// which would make the server place the kernel's writes again, goes.
+fn writeback_flags(flags: u32) -> u32 {
+    let flags = flags & !dotl::O_APPEND;
+    if flags & dotl::O_ACCMODE == dotl::O_WRONLY {
+        flags & !dotl::O_ACCMODE | dotl::O_RDWR
+    } else {
+        flags
+    }
 }
 
 impl Inner {
-    /// FOPEN flags for a file just opened: direct I/O without a cache, for
-    /// synthetic files (qid.version 0) and for files of unknown length;
-    /// else keep the cached pages if the file has not changed since they
-    /// were read.
-    fn fopen_flags(&self, ino: u64, qid: Qid, unknown_length: bool) -> u32 {
-        if self.cache == Cache::None || qid.version == 0 || qid.ty.is_dir() || unknown_length {
+    /// FOPEN flags for a file just opened: direct I/O without a cache, and
+    /// for exact files (synthetic ones, of qid.version 0, and those of
+    /// unknown length); else keep the cached pages if the file has not
+    /// changed since they were read.
+    fn fopen_flags(&self, ino: u64, qid: Qid, exact: bool) -> u32 {
+        if self.cache == Cache::None || qid.ty.is_dir() || exact {
             return FOPEN_DIRECT_IO;
         }
         if self.nodes().keep_cache(ino, qid.version) {
@@ -39,15 +53,31 @@ impl Inner {
 
     /// Opens `ino` for `user` with (9P2000.L) open flags `flags`.
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, Errno32> {
-        let fresh = self.fresh_fid(ino, user).await?;
-        let file = fresh.open(flags).await.map_err(errno)?;
+        let flags = server_flags(flags);
+        let file = if self.cache.writes_back() && writeback_flags(flags) != flags {
+            match self.open_fid(ino, user, writeback_flags(flags)).await {
+                // Write-only to this user: the kernel filling a page will
+                // fail, but writes of whole pages and appends will not.
+                Err(e) if e == fail(Errno::EACCES) => self.open_fid(ino, user, flags).await?,
+                opened => opened?,
+            }
+        } else {
+            self.open_fid(ino, user, flags).await?
+        };
         // A file of size 0 may yet have data (those of /proc and /sys, and
         // many synthetic ones): through the page cache the kernel would
         // read none of it, so its length is taken as unknown.
         let unknown_length = self.nodes().size(ino) == Some(0);
-        let fopen = self.fopen_flags(ino, file.qid(), unknown_length);
-        let fh = self.add_handle(file, ino, user, fopen);
+        let exact = file.qid().version == 0 || unknown_length;
+        let fopen = self.fopen_flags(ino, file.qid(), exact);
+        let fh = self.add_handle(file, ino, user, exact);
         Ok(Opened { fh, flags: fopen })
+    }
+
+    /// A fid of `user`'s on `ino` opened with `flags`.
+    async fn open_fid(&self, ino: u64, user: u32, flags: u32) -> Result<File, Errno32> {
+        let fresh = self.fresh_fid(ino, user).await?;
+        fresh.open(flags).await.map_err(errno)
     }
 
     /// Creates `name` in `parent` with permissions `perm` and group `gid`,
@@ -61,6 +91,10 @@ impl Inner {
         gid: u32,
         flags: u32,
     ) -> Result<(FileAttr, Opened), Errno32> {
+        let mut flags = server_flags(flags);
+        if self.cache.writes_back() {
+            flags = writeback_flags(flags);
+        }
         let dir = self.fid(parent, user).await?;
         let at = dir.clone_fid().await.map_err(errno)?;
         let file = at
@@ -75,32 +109,32 @@ impl Inner {
         // A new file has no capabilities: writes need not ask.
         self.without_caps(attr.ino, true);
         // Its data are those written through the kernel: their length is known.
-        let fopen = self.fopen_flags(attr.ino, file.qid(), false);
-        let fh = self.add_handle(file, attr.ino, user, fopen);
+        let exact = file.qid().version == 0;
+        let fopen = self.fopen_flags(attr.ino, file.qid(), exact);
+        let fh = self.add_handle(file, attr.ino, user, exact);
         Ok((attr, Opened { fh, flags: fopen }))
     }
 
     /// Up to `size` bytes at `offset` of the open file `fh` on `ino`.
     pub async fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Result<Bytes, Errno32> {
         let h = self.handle(fh)?;
-        let file = &h.file;
         let mut at = offset;
-        let first = file.read_at(at, size).await.map_err(errno)?;
-        // Usually one Tread does (msize allows a MiB); the reply is then
-        // passed on without a copy. Through the page cache a short read
-        // would mean the end of the file, so the rest is asked for, unless
-        // the kernel knows the file ends there: it asks for whole pages,
-        // past the end of the last one.
+        let first = h.read_some(at, size).await?;
+        // Usually one piece does (a Tread of up to a MiB, or what was read
+        // ahead); it is then passed on without a copy. Except from an exact
+        // file, a short read would mean the end of the file (through the
+        // page cache) or would make the reader ask again, so the rest is
+        // asked for, unless the kernel knows the file ends there: it asks
+        // for whole pages, past the end of the last one.
         at += first.len() as u64;
         let at_end = self.nodes().size(ino).is_some_and(|size| at >= size);
-        if h.direct || first.is_empty() || first.len() == size as usize || at_end {
+        if h.exact || first.is_empty() || first.len() == size as usize || at_end {
             return Ok(first);
         }
         let mut out = Vec::with_capacity(size as usize);
         out.extend_from_slice(&first);
         while out.len() < size as usize {
-            let want = size - out.len() as u32;
-            let data = file.read_at(at, want).await.map_err(errno)?;
+            let data = h.read_some(at, size - out.len() as u32).await?;
             if data.is_empty() {
                 break;
             }
@@ -123,5 +157,16 @@ impl Inner {
     pub async fn fsync(&self, fh: u64, datasync: bool) -> Result<(), Errno32> {
         let h = self.handle(fh)?;
         h.file.fsync(datasync).await.map_err(errno)
+    }
+}
+
+impl Handle {
+    /// Up to `count` bytes at `offset`, from what is read ahead if reads
+    /// come in order; short of the end of the file, maybe short of `count`.
+    async fn read_some(&self, offset: u64, count: u32) -> Result<Bytes, Errno32> {
+        self.ahead
+            .read(&self.file, offset, count, false)
+            .await
+            .map_err(errno)
     }
 }

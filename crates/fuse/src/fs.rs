@@ -20,7 +20,7 @@ use ninep_wire::{Dialect, Errno, Name, NameError};
 
 use crate::attrs::set_time;
 use crate::dirs::Entry;
-use crate::files::{Opened, server_flags};
+use crate::files::Opened;
 use crate::locks::Lock;
 use crate::names::Make;
 use crate::xattrs::Xattr;
@@ -183,6 +183,12 @@ impl fuser::Filesystem for NinepFs {
         // Reads and writes of up to a MiB each (the kernel's largest), so
         // bulk transfers take few round trips; the kernel lowers what it
         // cannot do.
+        // Under loose caching writes go to the page cache and reach the
+        // server a MiB at a time, on writeback, fsync and close, where an
+        // error that befell them is reported.
+        if self.inner.cache.writes_back() {
+            let _ = config.add_capabilities(fuser::consts::FUSE_WRITEBACK_CACHE);
+        }
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
         Ok(())
@@ -344,7 +350,7 @@ impl fuser::Filesystem for NinepFs {
     }
 
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        self.open_with(req, ino, server_flags(flags), reply);
+        self.open_with(req, ino, flags as u32, reply);
     }
 
     fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
@@ -402,8 +408,10 @@ impl fuser::Filesystem for NinepFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.inner.drop_handle(fh);
-        reply.ok();
+        self.answer(reply, |inner| async move {
+            inner.drop_handle(fh).await;
+            Ok(())
+        });
     }
 
     fn releasedir(
@@ -414,8 +422,10 @@ impl fuser::Filesystem for NinepFs {
         _flags: i32,
         reply: ReplyEmpty,
     ) {
-        self.inner.drop_handle(fh);
-        reply.ok();
+        self.answer(reply, |inner| async move {
+            inner.drop_handle(fh).await;
+            Ok(())
+        });
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
@@ -564,7 +574,7 @@ impl fuser::Filesystem for NinepFs {
         self.answer(reply, |inner| async move {
             let name = name?;
             inner
-                .create(parent, &name, user, perm, gid, server_flags(flags))
+                .create(parent, &name, user, perm, gid, flags as u32)
                 .await
         });
     }

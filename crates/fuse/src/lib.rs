@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fuser::MountOption;
-use ninep_client::{Client, Error, Fid, File, Fsys};
+use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead};
 use ninep_wire::{Dialect, Errno};
 use parking_lot::{Mutex, MutexGuard};
 
@@ -56,17 +56,28 @@ pub enum Cache {
     /// unchanged, checked at each open; attributes and entries are always
     /// asked for.
     Strict,
-    /// As strict, and attributes and entries are trusted for a second.
+    /// As strict, and attributes and entries are trusted for 20 seconds
+    /// (as sshfs does); writes go to the page cache and reach the server
+    /// on writeback, fsync and close, which report their errors. The
+    /// kernel then keeps sizes and times of regular files itself: changes
+    /// made by others are seen once the kernel forgets the file.
     Loose,
 }
 
 impl Cache {
-    /// How long the kernel may trust attributes and entries.
+    /// How long the kernel may trust attributes and entries: under loose
+    /// caching, as long as sshfs lets it.
     fn ttl(self) -> Duration {
         match self {
-            Cache::Loose => Duration::from_secs(1),
+            Cache::Loose => Duration::from_secs(20),
             Cache::None | Cache::Strict => Duration::ZERO,
         }
+    }
+
+    /// Whether writes go to the kernel's page cache, and to the server on
+    /// writeback.
+    fn writes_back(self) -> bool {
+        self == Cache::Loose
     }
 }
 
@@ -89,7 +100,7 @@ pub enum Access {
 }
 
 /// How to mount.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// What `mount` shows as the source.
     pub source: String,
@@ -97,6 +108,27 @@ pub struct Options {
     pub cache: Cache,
     /// Whose identity requests carry.
     pub access: Access,
+    /// Most bytes read ahead of a reader that reads a file in order (0:
+    /// none), per open file: the window that lets a long link move data
+    /// at its pace.
+    pub read_ahead: u64,
+}
+
+impl Options {
+    /// The read-ahead of a mount made without saying: enough to fill a
+    /// link of 1 GB/s with a round trip of 50 ms.
+    pub const READ_AHEAD: u64 = 64 << 20;
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            source: String::new(),
+            cache: Cache::default(),
+            access: Access::default(),
+            read_ahead: Options::READ_AHEAD,
+        }
+    }
 }
 
 /// Mounts `fsys` at `mountpoint`. The mount lasts as long as the returned
@@ -138,6 +170,7 @@ pub fn mount(
         cache: options.cache,
         ttl: options.cache.ttl(),
         access: options.access.clone(),
+        read_ahead: options.read_ahead,
     };
     let fs = fs::NinepFs {
         inner: Arc::new(inner),
@@ -179,13 +212,16 @@ struct Conn {
 
 /// An open file or directory.
 struct Handle {
-    file: File,
+    /// Shared with the transfer that reads it ahead, while one runs.
+    file: Arc<File>,
     /// The inode it was opened on, and whose fids opened it.
     ino: u64,
     user: u32,
-    /// Read and written directly (FOPEN_DIRECT_IO): a short read goes back
-    /// to the reader as it is, as synthetic files mean it.
-    direct: bool,
+    /// A synthetic file, or one of unknown length: read and written
+    /// directly, a short read going back to the reader as it is, as such
+    /// files mean it, and never read ahead.
+    exact: bool,
+    ahead: ReadAhead,
     /// A 9P2000 directory's listing, read whole when a read starts at 0.
     listing: tokio::sync::Mutex<Vec<Entry>>,
 }
@@ -204,6 +240,8 @@ struct Inner {
     cache: Cache,
     ttl: Duration,
     access: Access,
+    /// Most bytes read ahead for one open file.
+    read_ahead: u64,
 }
 
 impl Inner {
@@ -295,21 +333,28 @@ impl Inner {
             .cloned()
     }
 
-    /// Keeps `file`, opened on `ino` by `user` with FOPEN flags `open_flags`.
-    fn add_handle(&self, file: File, ino: u64, user: u32, open_flags: u32) -> u64 {
+    /// Keeps `file`, opened on `ino` by `user`; `exact` as [`Handle::exact`].
+    fn add_handle(&self, file: File, ino: u64, user: u32, exact: bool) -> u64 {
         let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let read_ahead = if exact { 0 } else { self.read_ahead };
         let handle = Handle {
-            file,
+            file: Arc::new(file),
             ino,
             user,
-            direct: open_flags & fuser::consts::FOPEN_DIRECT_IO != 0,
+            exact,
+            ahead: ReadAhead::new(read_ahead),
             listing: tokio::sync::Mutex::new(Vec::new()),
         };
         self.handles.lock().insert(fh, Arc::new(handle));
         fh
     }
 
-    fn drop_handle(&self, fh: u64) {
-        self.handles.lock().remove(&fh);
+    /// Forgets the open file `fh`, stopping its read-ahead first so that
+    /// its fid is clunked now.
+    async fn drop_handle(&self, fh: u64) {
+        let handle = self.handles.lock().remove(&fh);
+        if let Some(h) = handle {
+            h.ahead.stop().await;
+        }
     }
 }

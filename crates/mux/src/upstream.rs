@@ -5,11 +5,11 @@
 //! operation takes a turn in the server's request window for the requests
 //! it sends. The turn is this module's, so no other part of the mux can
 //! send outside the window, forget to wait for it, or wait for a second
-//! turn while holding one. The one exception is reading ahead ([`ahead`]):
+//! turn while holding one. The one exception is reading ahead (the client
+//! library's [`ninep_client::ReadAhead`]):
 //! its transfer is bounded by the read-ahead instead, and a client's read
 //! holds a turn while it waits for what the transfer brings.
 
-mod ahead;
 mod remote;
 
 use std::collections::HashMap;

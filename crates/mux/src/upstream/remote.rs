@@ -10,19 +10,18 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ninep_client::{DirEntry, Fid, File, FileInfo, FsStats, Node, SetAttr};
+use ninep_client::{DirEntry, Fid, File, FileInfo, FsStats, Node, OpenFile, ReadAhead, SetAttr};
 use ninep_server::{Error, Result};
 use ninep_wire::{Dialect, Errno, Name, Qid};
 
 use super::Upstream;
-use super::ahead::Ahead;
 
 /// A file of a mounted server, through one upstream fid.
 pub(crate) struct RemoteFile {
     up: Arc<Upstream>,
     fids: Fids,
     /// Reading ahead, for an open file read in order.
-    ahead: Ahead,
+    ahead: ReadAhead,
 }
 
 /// The upstream fids behind a remote file.
@@ -44,11 +43,8 @@ impl RemoteFile {
     }
 
     fn with(up: Arc<Upstream>, fids: Fids) -> RemoteFile {
-        RemoteFile {
-            up,
-            fids,
-            ahead: Ahead::default(),
-        }
+        let ahead = ReadAhead::new(up.read_ahead);
+        RemoteFile { up, fids, ahead }
     }
 
     /// The number of the file's server, as qids and mount points name it.
@@ -78,22 +74,9 @@ impl RemoteFile {
         }
     }
 
-    /// The open file, for reading ahead.
-    pub(super) fn open_file(&self) -> Option<&File> {
-        match &self.fids {
-            Fids::Open(file) | Fids::OpenDir { file, .. } => Some(file),
-            Fids::Walked(_) => None,
-        }
-    }
-
     fn file(&self) -> Result<&File> {
         self.open_file()
             .ok_or_else(|| Error::with_errno(Errno::EBADF, "not open"))
-    }
-
-    /// Most bytes read ahead of a client.
-    pub(super) fn read_ahead(&self) -> u64 {
-        self.up.read_ahead
     }
 
     /// Two files of one server may be named in one request; across servers
@@ -321,5 +304,14 @@ impl RemoteFile {
     /// Stops reading ahead: the file is being clunked.
     pub async fn stop_reading_ahead(&self) {
         self.ahead.stop().await;
+    }
+}
+
+impl OpenFile for RemoteFile {
+    fn open_file(&self) -> Option<&File> {
+        match &self.fids {
+            Fids::Open(file) | Fids::OpenDir { file, .. } => Some(file),
+            Fids::Walked(_) => None,
+        }
     }
 }

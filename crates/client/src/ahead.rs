@@ -1,0 +1,299 @@
+//! Reading ahead of a reader that reads a regular file in order.
+//!
+//! A read that starts where the last one on the same open file ended (or
+//! any read, for a reader that says it streams) starts a transfer of the
+//! rest of the file, pipelined or streamed as [`crate::transfer`] decides,
+//! and the reads after it are answered from what that transfer brings. A
+//! reader that asks for one piece at a time then moves at the link's pace
+//! instead of one round trip per read. Only regular files with a qid
+//! version, neither append-only nor exclusive-use, are read ahead: for
+//! anything else reading early would change what the reader gets.
+//!
+//! Memory: a transfer holds at most its window (the `max` given to
+//! [`ReadAhead::new`]), plus [`QUEUED`] pieces waiting to be asked for and
+//! [`SKIPPED_MAX`] bytes passed over by reads that came out of order.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::{Mutex, mpsc};
+
+use crate::error::Error;
+use crate::file::File;
+use crate::transfer::{Transfer, offsets_are_stable};
+
+/// Pieces read ahead and not yet asked for.
+const QUEUED: usize = 4;
+
+/// Most bytes kept for reads that arrive after one further on (see
+/// [`Skipped`]); a read further than this past the transfer stops it.
+const SKIPPED_MAX: u64 = 16 << 20;
+
+/// What holds an open file that may be read ahead: the transfer's task
+/// keeps the holder, so the file stays open while it runs.
+pub trait OpenFile: Send + Sync + 'static {
+    /// The open file, if it is open.
+    fn open_file(&self) -> Option<&File>;
+}
+
+impl OpenFile for File {
+    fn open_file(&self) -> Option<&File> {
+        Some(self)
+    }
+}
+
+/// The read-ahead state of one open file.
+#[derive(Debug)]
+pub struct ReadAhead {
+    /// Most bytes in flight for the transfer; 0 never reads ahead.
+    max: u64,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Where the last read ended.
+    last_end: Option<u64>,
+    /// Whether the file may be read ahead, once known.
+    eligible: Option<bool>,
+    running: Option<Running>,
+    /// What the transfer brought that a read further on skipped over.
+    skipped: Skipped,
+}
+
+impl State {
+    fn stop(&mut self) {
+        self.running = None;
+        self.skipped = Skipped::default();
+    }
+}
+
+/// Pieces of the file passed over by a read ahead of them: concurrent
+/// readers (the kernel's read-ahead sends several requests at once) may be
+/// answered in any order, and each still finds its data here.
+#[derive(Debug, Default)]
+struct Skipped {
+    /// Pieces by offset.
+    pieces: BTreeMap<u64, Bytes>,
+    /// Their bytes, at most [`SKIPPED_MAX`]: the oldest go first.
+    bytes: u64,
+}
+
+impl Skipped {
+    fn put(&mut self, offset: u64, data: Bytes) {
+        self.bytes += data.len() as u64;
+        self.pieces.insert(offset, data);
+        while self.bytes > SKIPPED_MAX {
+            let Some((_, oldest)) = self.pieces.pop_first() else {
+                break;
+            };
+            self.bytes -= oldest.len() as u64;
+        }
+    }
+
+    /// Up to `count` bytes at `offset`, if a piece holds them.
+    fn take(&mut self, offset: u64, count: u32) -> Option<Bytes> {
+        let (&start, piece) = self.pieces.range(..=offset).next_back()?;
+        if offset >= start + piece.len() as u64 {
+            return None;
+        }
+        let mut before = self.pieces.remove(&start)?;
+        self.bytes -= before.len() as u64;
+        let mut data = before.split_off((offset - start) as usize);
+        let after = data.split_off(data.len().min(count as usize));
+        let end = offset + data.len() as u64;
+        for (at, rest) in [(start, before), (end, after)] {
+            if !rest.is_empty() {
+                self.bytes += rest.len() as u64;
+                self.pieces.insert(at, rest);
+            }
+        }
+        Some(data)
+    }
+}
+
+/// A transfer under way, and what it brought that was not asked for yet.
+#[derive(Debug)]
+struct Running {
+    /// Offset of `leftover`'s first byte.
+    next: u64,
+    leftover: Bytes,
+    pieces: mpsc::Receiver<Result<Bytes, Error>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Dropping the transfer flushes what it has in flight.
+        self.task.abort();
+    }
+}
+
+impl ReadAhead {
+    /// Read-ahead of at most `max` bytes in flight (0: none).
+    pub fn new(max: u64) -> ReadAhead {
+        ReadAhead {
+            max,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset` of `holder`'s open file; a
+    /// `streaming` reader starts reading ahead at once. What comes back may
+    /// be shorter than `count` without being the end of the file: the end
+    /// is an empty read.
+    pub async fn read<H: OpenFile>(
+        &self,
+        holder: &Arc<H>,
+        offset: u64,
+        count: u32,
+        streaming: bool,
+    ) -> Result<Bytes, Error> {
+        let mut state = self.state.lock().await;
+        if let Some(data) = state.skipped.take(offset, count) {
+            return Ok(data);
+        }
+        let in_order = state.last_end == Some(offset) && offset > 0;
+        let behind = match &state.running {
+            Some(running) if offset > running.next + SKIPPED_MAX => {
+                // Far ahead: the reader has moved on.
+                state.stop();
+                false
+            }
+            Some(running) => offset < running.next,
+            None => false,
+        };
+        if state.running.is_none() && (in_order || streaming) && self.max > 0 {
+            match state.eligible {
+                Some(true) => state.running = Some(self.start(holder.clone(), offset)),
+                Some(false) => {}
+                None => {
+                    // Whether the file may be read ahead is learnt beside a
+                    // plain read of what was asked: one round trip for both,
+                    // and the transfer starts right after it.
+                    let file = holder.open_file().ok_or_else(closed)?;
+                    let (eligible, data) =
+                        tokio::join!(may_read_ahead(file), file.read_at(offset, count));
+                    let (eligible, data) = (eligible?, data?);
+                    let end = offset + data.len() as u64;
+                    state.eligible = Some(eligible);
+                    state.last_end = Some(end);
+                    if eligible && !data.is_empty() {
+                        state.running = Some(self.start(holder.clone(), end));
+                    }
+                    return Ok(data);
+                }
+            }
+        }
+        if behind || state.running.is_none() {
+            // Out of order: a plain read, without holding up other reads.
+            drop(state);
+            let file = holder.open_file().ok_or_else(closed)?;
+            let data = file.read_at(offset, count).await?;
+            self.state.lock().await.last_end = Some(offset + data.len() as u64);
+            return Ok(data);
+        }
+        // At the transfer's position, or a little past it: what lies
+        // between is kept for the reads that will ask for it.
+        loop {
+            let State {
+                running, skipped, ..
+            } = &mut *state;
+            let Some(running) = running.as_mut() else {
+                return Ok(Bytes::new());
+            };
+            if running.leftover.is_empty() {
+                match running.pieces.recv().await {
+                    Some(Ok(piece)) => running.leftover = piece,
+                    Some(Err(e)) => {
+                        state.stop();
+                        return Err(e);
+                    }
+                    None => {
+                        // The end of the file, as far as the transfer saw it.
+                        state.running = None;
+                        return Ok(Bytes::new());
+                    }
+                }
+                continue;
+            }
+            if running.next < offset {
+                let n = running.leftover.len().min((offset - running.next) as usize);
+                skipped.put(running.next, running.leftover.split_to(n));
+                running.next += n as u64;
+                continue;
+            }
+            let n = running.leftover.len().min(count as usize);
+            let data = running.leftover.split_to(n);
+            running.next += n as u64;
+            state.last_end = Some(offset + n as u64);
+            return Ok(data);
+        }
+    }
+
+    /// Stops reading ahead, for a file about to be clunked. The transfer's
+    /// task holds the file, so it is stopped and waited for: once this
+    /// returns the file is no longer held, and a reader opening files one
+    /// after another never finds the server's fids used up.
+    pub async fn stop(&self) {
+        let running = self.state.lock().await.running.take();
+        if let Some(mut running) = running {
+            running.task.abort();
+            let _ = (&mut running.task).await;
+        }
+    }
+
+    /// Starts reading `holder`'s file from `offset` to its end.
+    fn start<H: OpenFile>(&self, holder: Arc<H>, offset: u64) -> Running {
+        let (tx, pieces) = mpsc::channel(QUEUED);
+        let how = Transfer {
+            max_window: self.max,
+            ..Transfer::default()
+        };
+        let task = tokio::spawn(async move {
+            let Some(file) = holder.open_file() else {
+                return;
+            };
+            let mut range = match file.read_range(offset, None, how).await {
+                Ok(range) => range,
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            };
+            loop {
+                let piece = match range.next().await {
+                    Ok(Some(piece)) => Ok(piece),
+                    Ok(None) => return,
+                    Err(e) => Err(e),
+                };
+                let failed = piece.is_err();
+                if tx.send(piece).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Running {
+            next: offset,
+            leftover: Bytes::new(),
+            pieces,
+            task,
+        }
+    }
+}
+
+/// Whether `file` may be read ahead: reading early must not change what
+/// the reader gets.
+async fn may_read_ahead(file: &File) -> Result<bool, Error> {
+    let info = file.stat().await?;
+    let qid = file.qid();
+    Ok(offsets_are_stable(qid, &info) && qid.version != 0)
+}
+
+fn closed() -> Error {
+    Error::Remote {
+        errno: ninep_wire::Errno::EBADF,
+        ename: "not open".into(),
+    }
+}
