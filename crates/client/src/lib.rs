@@ -20,6 +20,7 @@
 
 mod ahead;
 mod attrs;
+mod behind;
 mod conn;
 mod error;
 mod file;
@@ -35,6 +36,7 @@ mod xattr;
 
 pub use ahead::{OpenFile, ReadAhead};
 pub use attrs::{FsStats, SetAttr, SetTime};
+pub use behind::WriteBehind;
 pub use conn::{Client, Options};
 pub use error::Error;
 pub use file::File;

@@ -87,6 +87,9 @@ impl Inner {
     /// Walks `name` in `parent` and makes (or finds) its inode; one more
     /// lookup of it is counted.
     pub async fn lookup(&self, parent: u64, name: &Name, user: u32) -> Result<FileAttr, Errno32> {
+        // The name may be of a file being written: the attributes must
+        // include what was written.
+        self.settle_writes(|_, _| true).await;
         let dir = self.fid(parent, user).await?;
         let walk = dir.walk(std::slice::from_ref(name));
         // A name looked up again usually names the same file still: its
@@ -127,6 +130,8 @@ impl Inner {
 
     /// The attributes of `ino`, through the open file `fh` if given.
     pub async fn attr_of(&self, ino: u64, fh: Option<u64>, user: u32) -> Result<FileAttr, Errno32> {
+        // The server's size and times must include every write made.
+        self.settle_writes(|_, h| h.ino == ino).await;
         // An open file's own fid first (fstat); without one, the fid of
         // another open file on the inode rather than a walk to a fid of its
         // own (new files keep none). Then the inode's: on servers whose fids
@@ -159,8 +164,10 @@ impl Inner {
         user: u32,
         mut set: SetAttr,
     ) -> Result<FileAttr, Errno32> {
-        // Any change changes the inode (ctime), as in Linux.
+        // Any change changes the inode (ctime), as in Linux; a truncation
+        // comes after the writes made before it.
         set.ctime = set != SetAttr::default();
+        self.settle_writes(|_, h| h.ino == ino).await;
         // ftruncate and fchmod work on open files whose names are gone; the
         // inode's fid serves when the open one names a path that is gone
         // (diod, after a rename).

@@ -6,7 +6,7 @@ use fuser::FileAttr;
 use fuser::consts::{FOPEN_DIRECT_IO, FOPEN_KEEP_CACHE};
 use ninep_client::File;
 use ninep_wire::consts::dotl;
-use ninep_wire::{Errno, Name, Qid};
+use ninep_wire::{Errno, Name, Qid, QidType};
 
 use crate::{Cache, Errno32, Handle, Inner, errno, fail};
 
@@ -51,6 +51,19 @@ impl Inner {
         }
     }
 
+    /// Whether writes to a file opened with `flags` (qid `qid`) may be
+    /// sent in the background: under strict caching (loose has the kernel's
+    /// writeback), for files whose bytes stay where they are written (not
+    /// exact, not appended to, not exclusive-use).
+    fn writes_behind(&self, qid: Qid, flags: u32, exact: bool) -> bool {
+        self.cache == Cache::Strict
+            && !exact
+            && flags & dotl::O_ACCMODE != dotl::O_RDONLY
+            && flags & dotl::O_APPEND == 0
+            && !qid.ty.contains(QidType::APPEND)
+            && !qid.ty.contains(QidType::EXCL)
+    }
+
     /// Opens `ino` for `user` with (9P2000.L) open flags `flags`.
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, Errno32> {
         let flags = server_flags(flags);
@@ -70,7 +83,8 @@ impl Inner {
         let unknown_length = self.nodes().size(ino) == Some(0);
         let exact = file.qid().version == 0 || unknown_length;
         let fopen = self.fopen_flags(ino, file.qid(), exact);
-        let fh = self.add_handle(file, ino, user, exact);
+        let behind = self.writes_behind(file.qid(), flags, exact);
+        let fh = self.add_handle(file, ino, user, exact, behind);
         Ok(Opened { fh, flags: fopen })
     }
 
@@ -111,13 +125,15 @@ impl Inner {
         // Its data are those written through the kernel: their length is known.
         let exact = file.qid().version == 0;
         let fopen = self.fopen_flags(attr.ino, file.qid(), exact);
-        let fh = self.add_handle(file, attr.ino, user, exact);
+        let behind = self.writes_behind(file.qid(), flags, exact);
+        let fh = self.add_handle(file, attr.ino, user, exact, behind);
         Ok((attr, Opened { fh, flags: fopen }))
     }
 
     /// Up to `size` bytes at `offset` of the open file `fh` on `ino`.
     pub async fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Result<Bytes, Errno32> {
         let h = self.handle(fh)?;
+        self.settle_writes(|_, other| other.ino == ino).await;
         let mut at = offset;
         let first = h.read_some(at, size).await?;
         // Usually one piece does (a Tread of up to a MiB, or what was read
@@ -144,17 +160,44 @@ impl Inner {
         Ok(Bytes::from(out))
     }
 
-    /// Writes `data` at `offset` of the open file `fh` on `ino`.
+    /// Writes `data` at `offset` of the open file `fh` on `ino`: at once,
+    /// or in the background for a file that writes behind.
     pub async fn write(&self, ino: u64, fh: u64, offset: u64, data: Bytes) -> Result<u32, Errno32> {
-        let file = &self.handle(fh)?.file;
+        let h = self.handle(fh)?;
         let len = data.len() as u32;
-        file.write_all_at(offset, data).await.map_err(errno)?;
+        match &h.behind {
+            Some(behind) => {
+                // Writes through other open files go first, as they were made.
+                self.settle_writes(|other_fh, other| other.ino == ino && other_fh != fh)
+                    .await;
+                behind.write(&h.file, offset, data).await
+            }
+            None => h.file.write_all_at(offset, data).await,
+        }
+        .map_err(errno)?;
         self.nodes().written(ino, offset + u64::from(len));
         Ok(len)
     }
 
+    /// A close of `fh` on `ino` by `owner`: the file's writes are done,
+    /// their errors reported, and the owner's record locks dropped.
+    pub async fn close(&self, ino: u64, fh: u64, owner: u64) -> Result<(), Errno32> {
+        let written = self.flush_writes(fh).await;
+        self.unlock_on_close(ino, fh, owner).await?;
+        written
+    }
+
+    /// Waits for the writes of `fh` sent in the background; their error.
+    async fn flush_writes(&self, fh: u64) -> Result<(), Errno32> {
+        match &self.handle(fh)?.behind {
+            Some(behind) => behind.flush().await.map_err(errno),
+            None => Ok(()),
+        }
+    }
+
     /// Commits the open file `fh` to stable storage (`datasync`: its data).
     pub async fn fsync(&self, fh: u64, datasync: bool) -> Result<(), Errno32> {
+        self.flush_writes(fh).await?;
         let h = self.handle(fh)?;
         h.file.fsync(datasync).await.map_err(errno)
     }

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::os::raw::c_int;
 use std::path::Path;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -108,19 +109,35 @@ fn xattr_name(name: &OsStr) -> Result<String, Errno32> {
 }
 
 impl NinepFs {
-    /// Runs `op` on the runtime and answers `reply` with its outcome.
+    /// Runs `op` and answers `reply` with its outcome: here, if it can
+    /// finish without waiting (a write taken behind, a read of what was
+    /// read ahead), else as a task on the runtime.
     fn answer<A: Answer, F>(&self, reply: A, op: impl FnOnce(Arc<Inner>) -> F)
     where
         F: Future<Output = Result<A::Value, Errno32>> + Send + 'static,
     {
         let ttl = self.inner.ttl;
-        let outcome = op(self.inner.clone());
-        self.runtime.spawn(async move {
-            match outcome.await {
-                Ok(value) => reply.give(value, ttl),
-                Err(e) => reply.refuse(e),
+        let _runtime = self.runtime.enter();
+        let mut outcome = Box::pin(op(self.inner.clone()));
+        // A future that is not ready has registered to be woken here in
+        // vain; the task polls it again at once and registers anew.
+        let mut cx = Context::from_waker(Waker::noop());
+        let finished = match outcome.as_mut().poll(&mut cx) {
+            Poll::Ready(finished) => finished,
+            Poll::Pending => {
+                self.runtime.spawn(async move {
+                    match outcome.await {
+                        Ok(value) => reply.give(value, ttl),
+                        Err(e) => reply.refuse(e),
+                    }
+                });
+                return;
             }
-        });
+        };
+        match finished {
+            Ok(value) => reply.give(value, ttl),
+            Err(e) => reply.refuse(e),
+        }
     }
 
     /// The key of the fids that serve `req`.
@@ -394,7 +411,7 @@ impl fuser::Filesystem for NinepFs {
 
     fn flush(&mut self, _req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
         self.answer(reply, |inner| async move {
-            inner.unlock_on_close(ino, fh, lock_owner).await
+            inner.close(ino, fh, lock_owner).await
         });
     }
 

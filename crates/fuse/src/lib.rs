@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fuser::MountOption;
-use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead};
+use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, WriteBehind};
 use ninep_wire::{Dialect, Errno};
 use parking_lot::{Mutex, MutexGuard};
 
@@ -187,6 +187,9 @@ pub fn mount(
     fuser::spawn_mount2(fs, mountpoint, &mount_options)
 }
 
+/// Most bytes of one open file's writes in flight in the background.
+const WRITE_BEHIND: u64 = 8 << 20;
+
 /// An errno for the kernel.
 type Errno32 = i32;
 
@@ -222,6 +225,9 @@ struct Handle {
     /// files mean it, and never read ahead.
     exact: bool,
     ahead: ReadAhead,
+    /// Writes taken and sent in the background, for regular files under
+    /// strict caching; without, each write waits for the server.
+    behind: Option<WriteBehind>,
     /// A 9P2000 directory's listing, read whole when a read starts at 0.
     listing: tokio::sync::Mutex<Vec<Entry>>,
 }
@@ -333,8 +339,9 @@ impl Inner {
             .cloned()
     }
 
-    /// Keeps `file`, opened on `ino` by `user`; `exact` as [`Handle::exact`].
-    fn add_handle(&self, file: File, ino: u64, user: u32, exact: bool) -> u64 {
+    /// Keeps `file`, opened on `ino` by `user`; `exact` as [`Handle::exact`];
+    /// `write_behind` if writes may be sent in the background.
+    fn add_handle(&self, file: File, ino: u64, user: u32, exact: bool, write_behind: bool) -> u64 {
         let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
         let read_ahead = if exact { 0 } else { self.read_ahead };
         let handle = Handle {
@@ -343,10 +350,29 @@ impl Inner {
             user,
             exact,
             ahead: ReadAhead::new(read_ahead),
+            behind: write_behind.then(|| WriteBehind::new(WRITE_BEHIND)),
             listing: tokio::sync::Mutex::new(Vec::new()),
         };
         self.handles.lock().insert(fh, Arc::new(handle));
         fh
+    }
+
+    /// Waits for the writes sent in the background by open files that
+    /// `which` picks, so that what comes from the server next sees them;
+    /// their errors are kept for their own writers.
+    async fn settle_writes(&self, which: impl Fn(u64, &Handle) -> bool) {
+        let pending: Vec<Arc<Handle>> = self
+            .handles
+            .lock()
+            .iter()
+            .filter(|(fh, h)| h.behind.as_ref().is_some_and(|b| !b.is_idle()) && which(**fh, h))
+            .map(|(_, h)| h.clone())
+            .collect();
+        for h in pending {
+            if let Some(behind) = &h.behind {
+                behind.settle().await;
+            }
+        }
     }
 
     /// Forgets the open file `fh`, stopping its read-ahead first so that
@@ -355,6 +381,9 @@ impl Inner {
         let handle = self.handles.lock().remove(&fh);
         if let Some(h) = handle {
             h.ahead.stop().await;
+            if let Some(behind) = &h.behind {
+                behind.settle().await;
+            }
         }
     }
 }

@@ -31,6 +31,13 @@ impl Scene {
     }
 }
 
+/// A client of the mount's server of its own, attached as root.
+async fn other_client(scene: &Scene) -> ninep_client::Fsys {
+    let addr = format!("unix!{}", scene.base.join("sock").display());
+    let client = Client::connect(&addr).await.unwrap();
+    client.attach_as("root", 0, "").await.unwrap()
+}
+
 /// How many more of request `name` `after` shows than `before`.
 fn more(before: &HashMap<&str, usize>, after: &HashMap<&str, usize>, name: &str) -> usize {
     after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0)
@@ -269,7 +276,6 @@ async fn files_and_directories_through_the_mount() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_cache_sees_changes_made_elsewhere() {
     let (scene, mnt, session) = mounted("strict-change", Cache::Strict, Dialect::L).await;
-    let addr = format!("unix!{}", scene.base.join("sock").display());
     let path = mnt.join("shared");
     let at = path.clone();
     tokio::task::spawn_blocking(move || {
@@ -280,13 +286,8 @@ async fn strict_cache_sees_changes_made_elsewhere() {
     .await
     .unwrap();
     // Another client changes the file on the server.
-    let other = Client::connect(&addr)
+    let file = other_client(&scene)
         .await
-        .unwrap()
-        .attach_as("root", 0, "")
-        .await
-        .unwrap();
-    let file = other
         .open(
             "shared",
             ninep_wire::consts::dotl::O_WRONLY | ninep_wire::consts::dotl::O_TRUNC,
@@ -572,5 +573,138 @@ async fn an_overwrite_truncates() {
         .await
         .unwrap();
         drop(session);
+    }
+}
+
+/// Requests of any of `names` that `after` shows more of than `before`.
+fn more_of(before: &HashMap<&str, usize>, after: &HashMap<&str, usize>, names: &[&str]) -> usize {
+    names.iter().map(|name| more(before, after, name)).sum()
+}
+
+/// A file read in order in small pieces is read ahead in large ones (or
+/// one stream), under every cache policy: not a round trip per read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_read_in_order_is_read_ahead() {
+    let data: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
+    for (name, cache) in [
+        ("ahead-none", Cache::None),
+        ("ahead-strict", Cache::Strict),
+        ("ahead-loose", Cache::Loose),
+    ] {
+        let (scene, mnt, session) = mounted(name, cache, Dialect::L).await;
+        // Written by another client, so that no page of it is cached.
+        let other = other_client(&scene).await;
+        let file = other
+            .create("big", 0o644, ninep_wire::consts::dotl::O_WRONLY)
+            .await
+            .unwrap();
+        file.write_all_at(0, data.clone().into()).await.unwrap();
+        file.close().await.unwrap();
+        let path = mnt.join("big");
+        let before = scene.sent();
+        let read = tokio::task::spawn_blocking(move || {
+            let mut file = std::fs::File::open(&path).unwrap();
+            let mut out = Vec::new();
+            let mut piece = vec![0; 8192];
+            loop {
+                let n = file.read(&mut piece).unwrap();
+                if n == 0 {
+                    break out;
+                }
+                out.extend_from_slice(&piece[..n]);
+            }
+        })
+        .await
+        .unwrap();
+        assert!(read == data, "{name}: what was read differs");
+        let reads = more_of(&before, &scene.sent(), &["Tread", "Tsread"]);
+        // 512 reads of 8 KiB, of which the kernel gathers some.
+        assert!(reads <= 16, "{name}: {reads} read requests");
+        drop(session);
+    }
+}
+
+/// Under strict caching small writes in order are gathered and sent behind
+/// the writer; whatever asks next (a stat, a read through another open
+/// file, another client after close) sees every byte written, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_in_order_go_behind_and_are_all_seen() {
+    let (scene, mnt, session) = mounted("behind", Cache::Strict, Dialect::L).await;
+    let path = mnt.join("written");
+    let before = scene.sent();
+    let at = path.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut file = std::fs::File::create(&at).unwrap();
+        for i in 0..512u32 {
+            file.write_all(&[(i % 251) as u8; 8192]).unwrap();
+            if i == 100 {
+                // Mid-way, the size and the bytes are those written so far.
+                assert_eq!(std::fs::metadata(&at).unwrap().len(), 101 * 8192);
+                let mut other = std::fs::File::open(&at).unwrap();
+                other.seek(SeekFrom::Start(100 * 8192)).unwrap();
+                let mut last = vec![0; 8192];
+                other.read_exact(&mut last).unwrap();
+                assert!(last.iter().all(|&b| b == 100), "read through another file");
+            }
+        }
+        // An overwrite of bytes already sent lands after them.
+        file.seek(SeekFrom::Start(4096)).unwrap();
+        file.write_all(&[255; 8192]).unwrap();
+        file.sync_all().unwrap();
+    })
+    .await
+    .unwrap();
+    let writes = more_of(&before, &scene.sent(), &["Twrite", "Tswrite"]);
+    assert!(writes <= 32, "{writes} write requests for 512 writes");
+    // Another client reads what the server has.
+    let got = other_client(&scene).await.read("written").await.unwrap();
+    assert_eq!(got.len(), 512 * 8192);
+    for (i, block) in got.chunks(8192).enumerate() {
+        let (head, tail) = block.split_at(4096);
+        let want = (i % 251) as u8;
+        match i {
+            0 => assert!(head.iter().all(|&b| b == 0) && tail.iter().all(|&b| b == 255)),
+            1 => assert!(head.iter().all(|&b| b == 255) && tail.iter().all(|&b| b == 1)),
+            _ => assert!(block.iter().all(|&b| b == want), "block {i}"),
+        }
+    }
+    drop(session);
+}
+
+/// A write the server refuses after the writer was answered (written
+/// behind, or from the kernel's writeback) is reported by fsync: nothing
+/// is lost without a word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_refused_later_is_reported_by_fsync() {
+    for (name, cache) in [("full-strict", Cache::Strict), ("full-loose", Cache::Loose)] {
+        // A file system with room for 256 KiB, behind an export.
+        let full = std::env::temp_dir().join(format!("ninep-full-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&full).unwrap();
+        let mounted_tmpfs = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+            .arg(&full)
+            .status()
+            .unwrap();
+        assert!(mounted_tmpfs.success());
+        let export = ninep_export::Export::new(&full, ninep_export::Options::default()).unwrap();
+        let (_scene, mnt, session) = mounted_fs(name, cache, Dialect::L, export).await;
+        let outcome = tokio::task::spawn_blocking(move || {
+            let mut file = std::fs::File::create(mnt.join("big"))?;
+            for _ in 0..128 {
+                file.write_all(&[1; 8192])?;
+            }
+            file.sync_all()
+        })
+        .await
+        .unwrap();
+        let error = outcome.expect_err("1 MiB written into 256 KiB");
+        assert_eq!(
+            error.raw_os_error(),
+            Some(28),
+            "{name}: ENOSPC, not {error}"
+        );
+        drop(session);
+        let _ = std::process::Command::new("umount").arg(&full).status();
+        let _ = std::fs::remove_dir(&full);
     }
 }
