@@ -119,10 +119,11 @@ fn main() -> ExitCode {
 
 fn runtime(command: &Command) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    // A mount answers each kernel request with a task that waits on the
-    // server: with one worker, handing requests and replies between tasks
-    // wakes no other threads, which costs more than the work itself.
-    if matches!(command, Command::Mount(_)) {
+    // A mount answers each kernel request, and the HTTP door each HTTP
+    // request, with a task that waits on the server: with one worker,
+    // handing requests and replies between tasks wakes no other threads,
+    // which costs more than the work itself.
+    if matches!(command, Command::Mount(_) | Command::Http(_)) {
         builder.worker_threads(1);
     }
     Ok(builder.enable_all().build()?)

@@ -12,25 +12,61 @@
 
 use std::io;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderValue, Method, Response, StatusCode, header};
-use ninep_client::{Fid, File, FileInfo, Transfer};
+use ninep_client::{Fid, File, Transfer};
 use ninep_wire::consts::dotl::O_RDONLY;
 
 use crate::body::{Body, Piped, empty, full};
 use crate::status::{failed, plain};
 use crate::validators::{Precondition, Ranged, Validators, preconditions, ranged};
 
-/// Answers a GET or HEAD of the file `fid`, of attributes `info`, named
-/// `name`; `window` bounds the bytes read ahead of the client.
-pub async fn file(
+/// Answers a GET or HEAD of the file `fid`, named `name`; `window` bounds
+/// the bytes read ahead of the client.
+pub async fn file(req: &Parts, name: &str, fid: Fid, window: u64) -> Response<Body> {
+    match respond(req, name, fid, window).await {
+        Ok(res) => res,
+        Err(e) => failed(&e),
+    }
+}
+
+/// True for a GET of the whole file, whatever its state: its first piece
+/// is sure to be sent, so it is read beside the stat, a round trip saved.
+fn sends_from_the_start(req: &Parts) -> bool {
+    req.method == Method::GET
+        && ![
+            header::RANGE,
+            header::IF_MATCH,
+            header::IF_NONE_MATCH,
+            header::IF_MODIFIED_SINCE,
+            header::IF_UNMODIFIED_SINCE,
+        ]
+        .iter()
+        .any(|h| req.headers.contains_key(h))
+}
+
+/// The file as far as the request has taken it.
+enum Handle {
+    /// Walked to.
+    Walked(Fid),
+    /// Opened, and the data at offset 0 read.
+    Read(File, Bytes),
+}
+
+async fn respond(
     req: &Parts,
     name: &str,
     fid: Fid,
-    info: FileInfo,
     window: u64,
-) -> Response<Body> {
+) -> Result<Response<Body>, ninep_client::Error> {
+    let (info, handle) = if sends_from_the_start(req) {
+        let file = fid.open(O_RDONLY).await?;
+        let (info, first) = tokio::join!(file.stat(), file.read_at(0, file.iounit()));
+        (info?, Handle::Read(file, first?))
+    } else {
+        (fid.stat().await?, Handle::Walked(fid))
+    };
     let v = Validators::of(&info);
     let mut res = Response::builder()
         .header(header::CONTENT_TYPE, content_type(name))
@@ -43,21 +79,27 @@ pub async fn file(
     }
     match preconditions(&req.method, &req.headers, &v) {
         Precondition::Proceed => {}
-        Precondition::NotModified => return finish(res.status(StatusCode::NOT_MODIFIED), empty()),
+        Precondition::NotModified => {
+            return Ok(finish(res.status(StatusCode::NOT_MODIFIED), empty()));
+        }
         Precondition::Failed => {
-            return plain(StatusCode::PRECONDITION_FAILED, "precondition failed");
+            return Ok(plain(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition failed",
+            ));
         }
     }
     if v.etag.is_none() {
-        // Synthetic: whatever a read returns, to its end.
+        // Synthetic: whatever reads return, to the end, sent chunked.
         res = res.header(header::CACHE_CONTROL, "no-cache");
         if req.method == Method::HEAD {
-            return finish(res, empty());
+            return Ok(finish(res, empty()));
         }
-        return match fid.open(O_RDONLY).await {
-            Ok(file) => finish(res, pipe(file, 0, None, window)),
-            Err(e) => failed(&e),
+        let (file, first) = match handle {
+            Handle::Read(file, first) => (file, first),
+            Handle::Walked(fid) => (fid.open(O_RDONLY).await?, Bytes::new()),
         };
+        return Ok(finish(res, pipe(file, 0, None, first, window)));
     }
     let len = info.size;
     res = res.header(header::ACCEPT_RANGES, "bytes");
@@ -72,40 +114,37 @@ pub async fn file(
             let all = HeaderValue::from_str(&format!("bytes */{len}"))
                 .expect("a number makes a valid header");
             res.headers_mut().insert(header::CONTENT_RANGE, all);
-            return res;
+            return Ok(res);
         }
-    };
-    let content_range = |start: u64, end: u64| format!("bytes {start}-{}/{len}", end - 1);
-    if req.method == Method::HEAD {
-        if partial {
-            res = res.header(header::CONTENT_RANGE, content_range(range.start, range.end));
-        }
-        return finish(
-            res.header(header::CONTENT_LENGTH, range.end - range.start),
-            empty(),
-        );
-    }
-    let file = match fid.open(O_RDONLY).await {
-        Ok(file) => file,
-        Err(e) => return failed(&e),
     };
     let count = range.end - range.start;
-    if count <= file.iounit() as u64 {
-        let data = match read_small(&file, range.start, count as u32).await {
-            Ok(data) => data,
-            Err(e) => return failed(&e),
-        };
-        if partial {
-            let end = range.start + data.len() as u64;
-            res = res.header(header::CONTENT_RANGE, content_range(range.start, end));
-        }
-        return finish(res.header(header::CONTENT_LENGTH, data.len()), full(data));
-    }
     if partial {
-        res = res.header(header::CONTENT_RANGE, content_range(range.start, range.end));
+        let last = range.end - 1;
+        res = res.header(
+            header::CONTENT_RANGE,
+            format!("bytes {}-{last}/{len}", range.start),
+        );
     }
     let res = res.header(header::CONTENT_LENGTH, count);
-    finish(res, pipe(file, range.start, Some(count), window))
+    if req.method == Method::HEAD {
+        return Ok(finish(res, empty()));
+    }
+    let (file, first) = match handle {
+        Handle::Read(file, first) => (file, first),
+        Handle::Walked(fid) => {
+            let file = fid.open(O_RDONLY).await?;
+            let want = count.min(file.iounit() as u64) as u32;
+            let first = file.read_at(range.start, want).await?;
+            (file, first)
+        }
+    };
+    if first.len() as u64 >= count {
+        return Ok(finish(res, full(first.slice(..count as usize))));
+    }
+    Ok(finish(
+        res,
+        pipe(file, range.start, Some(count), first, window),
+    ))
 }
 
 fn finish(res: http::response::Builder, body: Body) -> Response<Body> {
@@ -123,31 +162,22 @@ fn content_type(name: &str) -> String {
     }
 }
 
-/// Reads `count` bytes from `offset`, fewer if the file ends first.
-async fn read_small(file: &File, offset: u64, count: u32) -> Result<Bytes, ninep_client::Error> {
-    let mut data = BytesMut::new();
-    while data.len() < count as usize {
-        let got = file
-            .read_at(offset + data.len() as u64, count - data.len() as u32)
-            .await?;
-        if got.is_empty() {
-            break;
-        }
-        data.extend_from_slice(&got);
-    }
-    Ok(data.freeze())
-}
-
 /// A body of `len` bytes of `file` from `offset` (to its end if `len` is
-/// none), read by a task of its own as fast as the client takes them.
-fn pipe(file: File, offset: u64, len: Option<u64>, window: u64) -> Body {
+/// none), of which `first` was read already; the rest is read by a task
+/// of its own as fast as the client takes it.
+fn pipe(file: File, offset: u64, len: Option<u64>, first: Bytes, window: u64) -> Body {
     let (tx, body) = Piped::channel();
     tokio::spawn(async move {
         let how = Transfer {
             max_window: window,
             ..Transfer::default()
         };
-        let mut range = match file.read_range(offset, len, how).await {
+        let start = offset + first.len() as u64;
+        let rest = len.map(|len| len - first.len() as u64);
+        if !first.is_empty() && tx.send(Ok(first)).await.is_err() {
+            return;
+        }
+        let mut range = match file.read_range(start, rest, how).await {
             Ok(range) => range,
             Err(e) => {
                 let _ = tx.send(Err(e.into())).await;

@@ -258,12 +258,9 @@ impl Door {
             Ok(fid) => fid,
             Err(e) => return failed(&e),
         };
-        let info = match fid.stat().await {
-            Ok(info) => info,
-            Err(e) => return failed(&e),
-        };
         let url = req.uri.path();
-        if info.is_dir() {
+        // The walk's qid tells a directory from a file.
+        if fid.qid().ty.is_dir() {
             if !path.slash {
                 // Links in the listing are relative to the directory.
                 let mut res = plain(StatusCode::MOVED_PERMANENTLY, "a directory");
@@ -279,6 +276,6 @@ impl Door {
             return plain(StatusCode::NOT_FOUND, "not a directory");
         }
         let name = path.last().unwrap_or_default();
-        get::file(req, name, fid, info, shared.options.window).await
+        get::file(req, name, fid, shared.options.window).await
     }
 }

@@ -132,8 +132,21 @@ async fn synthetic_files_are_chunked_without_validators() {
         head_only.starts_with("HTTP/1.1 200 ") && head_only.ends_with("\r\n\r\n"),
         "{head_only}"
     );
-    // HEAD read nothing: the next GET is the file's second read.
+    // HEAD read nothing: the next GET is the file's second read, a plain
+    // GET (whose first read goes beside the stat) its third.
     assert!(exchange(addr, get).await.contains("read 1\n"));
+    let plain = exchange(
+        addr,
+        "GET /counter HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(
+        plain
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{plain}"
+    );
+    assert!(plain.contains("read 2\n"), "{plain}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
