@@ -425,10 +425,12 @@ async fn serves_a_mux_with_a_union_at_its_root() {
 
 /// Runs litmus's basic, copymove, props and locks groups against the door
 /// on `source` and returns its output; every test must pass.
-async fn litmus(source: &str) -> String {
+async fn litmus(source: &str, scratch: &Scratch) -> String {
     let door = door(source, &["--writable", "--dav"]).await;
     let out = Command::new("litmus")
         .arg(format!("{}/", door.url))
+        // Where it leaves debug.log and child.log.
+        .current_dir(&scratch.0)
         .env("TESTS", "basic copymove props locks")
         .output()
         .await
@@ -450,13 +452,13 @@ async fn litmus_passes_on_ramfs_and_an_export() {
     let scratch = Scratch::new("litmus");
     let sock = scratch.path("ram.sock");
     let _ramfs = serve_ramfs(&sock).await;
-    litmus(&format!("unix!{}", sock.display())).await;
+    litmus(&format!("unix!{}", sock.display()), &scratch).await;
 
     let tree = scratch.path("tree");
     std::fs::create_dir(&tree).unwrap();
     let sock = scratch.path("export.sock");
     let _export = serve(&sock, &[tree.to_str().unwrap()]).await;
-    litmus(&format!("unix!{}", sock.display())).await;
+    litmus(&format!("unix!{}", sock.display()), &scratch).await;
 }
 
 /// Headless Chromium, if installed: a listing, a file, and a page whose
