@@ -68,3 +68,42 @@ pub fn parse_dialect(s: &str) -> Result<Dialect, String> {
         .find(|d| d.version() == s)
         .ok_or_else(|| format!("unknown dialect {s:?} (9P2000, 9P2000.u or 9P2000.L)"))
 }
+
+/// A file named on the command line: `ADDR:/PATH` on a 9P server (the
+/// dial string up to the first `:/`), or anything else, a local path.
+pub enum Place<'a> {
+    Remote { addr: &'a str, path: &'a str },
+    Local(&'a str),
+}
+
+pub fn place(arg: &str) -> Place<'_> {
+    match arg.find(":/") {
+        Some(at) if at > 0 => Place::Remote {
+            addr: &arg[..at],
+            path: &arg[at + 1..],
+        },
+        _ => Place::Local(arg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places() {
+        for (arg, addr, path) in [
+            ("tcp!127.0.0.1!5640:/big", "tcp!127.0.0.1!5640", "/big"),
+            ("localhost:564:/a/b", "localhost:564", "/a/b"),
+            ("unix!/tmp/9p.sock:/x", "unix!/tmp/9p.sock", "/x"),
+        ] {
+            match place(arg) {
+                Place::Remote { addr: a, path: p } => assert_eq!((a, p), (addr, path), "{arg}"),
+                Place::Local(_) => panic!("{arg} is remote"),
+            }
+        }
+        for arg in ["big", "/tmp/big", "-", ":/x"] {
+            assert!(matches!(place(arg), Place::Local(_)), "{arg}");
+        }
+    }
+}

@@ -20,7 +20,7 @@ use ninep_wire::Errno;
 use ninep_wire::consts::dotl::{O_RDONLY, O_TRUNC, O_WRONLY};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::args::ServerArgs;
+use crate::args::{Place, ServerArgs, place};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -52,22 +52,6 @@ enum HowArg {
     Pipeline,
     /// The stream extension (falls back as auto does without it).
     Stream,
-}
-
-/// One end of a copy, as written on the command line.
-enum Place<'a> {
-    Remote { addr: &'a str, path: &'a str },
-    Local(&'a str),
-}
-
-fn place(arg: &str) -> Place<'_> {
-    match arg.find(":/") {
-        Some(at) if at > 0 => Place::Remote {
-            addr: &arg[..at],
-            path: &arg[at + 1..],
-        },
-        _ => Place::Local(arg),
-    }
 }
 
 /// Where the bytes come from.
@@ -250,27 +234,5 @@ fn progress(size: Option<u64>) -> indicatif::ProgressBar {
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         ),
         None => indicatif::ProgressBar::new_spinner(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn places() {
-        for (arg, addr, path) in [
-            ("tcp!127.0.0.1!5640:/big", "tcp!127.0.0.1!5640", "/big"),
-            ("localhost:564:/a/b", "localhost:564", "/a/b"),
-            ("unix!/tmp/9p.sock:/x", "unix!/tmp/9p.sock", "/x"),
-        ] {
-            match place(arg) {
-                Place::Remote { addr: a, path: p } => assert_eq!((a, p), (addr, path), "{arg}"),
-                Place::Local(_) => panic!("{arg} is remote"),
-            }
-        }
-        for arg in ["big", "/tmp/big", "-", ":/x"] {
-            assert!(matches!(place(arg), Place::Local(_)), "{arg}");
-        }
     }
 }

@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod cp;
 mod decode;
+mod http;
 mod mount;
 mod mux;
 mod ns;
@@ -51,6 +52,8 @@ enum Command {
     Mount(mount::Args),
     /// Serve a name space built from other 9P servers: mount, bind, unions.
     Mux(mux::Args),
+    /// Serve a 9P tree over HTTP (and WebDAV): files, listings, uploads.
+    Http(http::Args),
     /// Run a command in a private name space built from a namespace file.
     Ns(ns::Args),
     /// Interpose between a client and a server and print every message.
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
                     Command::Mkdir(args) => verbs::mkdir(args).await,
                     Command::Mount(args) => mount::run(args).await,
                     Command::Mux(args) => mux::run(args).await,
+                    Command::Http(args) => http::run(args).await,
                     Command::Ns(args) => ns::run(args).await,
                     Command::Trace(args) => trace::run(args).await,
                     Command::Bench(args) => bench::run(args).await,
@@ -115,10 +119,11 @@ fn main() -> ExitCode {
 
 fn runtime(command: &Command) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    // A mount answers each kernel request with a task that waits on the
-    // server: with one worker, handing requests and replies between tasks
-    // wakes no other threads, which costs more than the work itself.
-    if matches!(command, Command::Mount(_)) {
+    // A mount answers each kernel request, and the HTTP door each HTTP
+    // request, with a task that waits on the server: with one worker,
+    // handing requests and replies between tasks wakes no other threads,
+    // which costs more than the work itself.
+    if matches!(command, Command::Mount(_) | Command::Http(_)) {
         builder.worker_threads(1);
     }
     Ok(builder.enable_all().build()?)

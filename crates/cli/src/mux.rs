@@ -2,7 +2,7 @@
 //! mount and bind, each client in a name space of its own. The multiplexing
 //! is in the ninep-mux crate; this reads the namespace file and serves.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -36,14 +36,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
-    let entries = match &args.file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
-            nsfile::parse(&text).with_context(|| path.display().to_string())?
-        }
-        None => Vec::new(),
-    };
-    let mux = Mux::new(Config {
+    let config = Config {
         uname: args.uname,
         n_uname: args
             .n_uname
@@ -51,10 +44,25 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         window: args.window,
         read_ahead: args.read_ahead,
         ..Config::default()
-    });
+    };
+    let mux = build(args.file.as_deref(), config).await?;
+    let server = Server::with_stream_limits(mux, args.limits.limits(), args.limits.stream_limits());
+    crate::serve::listen(&server, &args.listen, "mux").await
+}
+
+/// A mux whose base name space is the namespace file at `file` (empty
+/// without one), its servers mounted.
+pub async fn build(file: Option<&Path>, config: Config) -> Result<Mux> {
+    let entries = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+            nsfile::parse(&text).with_context(|| path.display().to_string())?
+        }
+        None => Vec::new(),
+    };
+    let mux = Mux::new(config);
     mux.apply(entries)
         .await
         .map_err(|e| anyhow::anyhow!("{}", e.ename()))?;
-    let server = Server::with_stream_limits(mux, args.limits.limits(), args.limits.stream_limits());
-    crate::serve::listen(&server, &args.listen, "mux").await
+    Ok(mux)
 }

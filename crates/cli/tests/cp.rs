@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use common::{NINEP, until};
+use common::{NINEP, noise, until};
 use tokio::process::{Child, Command};
 
 /// A `ninep serve DIR` on a free loopback port; killed when dropped.
@@ -61,17 +61,6 @@ async fn cp(args: &[&str]) -> String {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "ninep cp {args:?}: {err}");
     err
-}
-
-fn noise(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..len)
-        .map(|_| {
-            x ^= x << 7;
-            x ^= x >> 9;
-            x as u8
-        })
-        .collect()
 }
 
 fn same(a: &Path, want: &[u8]) {

@@ -53,3 +53,15 @@ pub async fn serve(sock: &Path, args: &[&str]) -> Child {
     until("the server", || sock.exists()).await;
     child
 }
+
+/// `len` bytes of reproducible noise, for checking data byte for byte.
+pub fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 7;
+            x ^= x >> 9;
+            x as u8
+        })
+        .collect()
+}

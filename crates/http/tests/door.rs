@@ -1,0 +1,218 @@
+//! The door in this process, on servers in this process, spoken to over
+//! real sockets: synthetic files are sent chunked with no validators, and
+//! a client that stops reading holds the door's reading to a bounded
+//! amount, however large the file.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ninep_client::{Client, Fsys, Mode, Options, Transfer};
+use ninep_http::Door;
+use ninep_ramfs::RamFs;
+use ninep_server::tree::{Dir, Tree};
+use ninep_server::{Filesystem, Server};
+use ninep_wire::consts::dotl::O_RDWR;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+/// The client's end of an in-memory 9P connection, counting the bytes the
+/// server sent.
+struct Counted {
+    stream: DuplexStream,
+    received: Arc<AtomicU64>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        self.received
+            .fetch_add((buf.filled().len() - before) as u64, SeqCst);
+        polled
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// `fs` served in this process; the client's msize is 64 KiB.
+async fn attach(fs: impl Filesystem) -> (Fsys, Arc<AtomicU64>) {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        Server::new(fs)
+            .serve_stream(Box::new(theirs), std::future::pending())
+            .await
+    });
+    let received = Arc::new(AtomicU64::new(0));
+    let counted = Counted {
+        stream: ours,
+        received: received.clone(),
+    };
+    let options = Options {
+        msize: 64 << 10,
+        ..Options::default()
+    };
+    let client = Client::over(Box::new(counted), options).await.unwrap();
+    (client.attach("glenda", "").await.unwrap(), received)
+}
+
+/// A door on `fsys` on a free loopback port; stopped when the test ends.
+async fn open(fsys: Fsys, options: ninep_http::Options) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let door = Door::new(fsys.into_root(), options);
+    tokio::spawn(async move { door.serve(listener, std::future::pending()).await });
+    addr
+}
+
+/// Sends `request` and reads the whole response, the server closing the
+/// connection (`Connection: close`).
+async fn exchange(addr: std::net::SocketAddr, request: &str) -> String {
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    conn.read_to_end(&mut out).await.unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[tokio::test]
+async fn synthetic_files_are_chunked_without_validators() {
+    let reads = Arc::new(AtomicU64::new(0));
+    let counter = reads.clone();
+    let root = Dir::new().read("counter", move |_| {
+        Ok(format!("read {}\n", counter.fetch_add(1, SeqCst)))
+    });
+    let (fsys, _) = attach(Tree::new(root)).await;
+    let addr = open(fsys, ninep_http::Options::default()).await;
+
+    let get = "GET /counter HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\nIf-None-Match: *\r\nConnection: close\r\n\r\n";
+    let reply = exchange(addr, get).await;
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    assert!(
+        !head.contains("etag")
+            && !head.contains("last-modified")
+            && !head.contains("accept-ranges"),
+        "{head}"
+    );
+    assert!(body.contains("read 0\n"), "{body}");
+
+    let head_only = exchange(
+        addr,
+        "HEAD /counter HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(
+        head_only.starts_with("HTTP/1.1 200 ") && head_only.ends_with("\r\n\r\n"),
+        "{head_only}"
+    );
+    // HEAD read nothing: the next GET is the file's second read, a plain
+    // GET (whose first read goes beside the stat) its third.
+    assert!(exchange(addr, get).await.contains("read 1\n"));
+    let plain = exchange(
+        addr,
+        "GET /counter HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(
+        plain
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{plain}"
+    );
+    assert!(plain.contains("read 2\n"), "{plain}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_client_holds_back_the_reading() {
+    const SIZE: usize = 64 << 20;
+    const WINDOW: u64 = 1 << 20;
+    let (fsys, received) = attach(RamFs::new()).await;
+    let data: Bytes = (0..SIZE)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let file = fsys.create("big", 0o644, O_RDWR).await.unwrap();
+    let mut w = file
+        .write_range(0, Transfer::new(Mode::Auto))
+        .await
+        .unwrap();
+    w.write(data.clone()).await.unwrap();
+    w.finish().await.unwrap();
+    drop(file);
+    let options = ninep_http::Options {
+        window: WINDOW,
+        ..ninep_http::Options::default()
+    };
+    let addr = open(fsys, options).await;
+
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 << 10).unwrap();
+    let mut conn = socket.connect(addr).await.unwrap();
+    let start = received.load(SeqCst);
+    conn.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut first = vec![0; 1 << 10];
+    conn.read_exact(&mut first).await.unwrap();
+
+    // The client reads no more: the door's reading stops once the window,
+    // the pipe and the sockets' buffers are full.
+    let mut last = received.load(SeqCst);
+    let mut still = 0;
+    while still < 5 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = received.load(SeqCst);
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+    }
+    let held = last - start;
+    assert!(
+        held < 16 << 20,
+        "read {held} bytes ahead of a stalled client"
+    );
+
+    // And the rest comes when the client reads again, byte for byte.
+    let mut rest = Vec::new();
+    let mut buf = vec![0; 1 << 20];
+    let body_at = loop {
+        if let Some(at) = first.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = conn.read(&mut buf).await.unwrap();
+        first.extend_from_slice(&buf[..n]);
+    };
+    rest.extend_from_slice(&first[body_at..]);
+    while rest.len() < SIZE {
+        let n = conn.read(&mut buf).await.unwrap();
+        assert!(n > 0, "connection closed after {} bytes", rest.len());
+        rest.extend_from_slice(&buf[..n]);
+    }
+    assert!(rest == data[..], "the body differs");
+}
