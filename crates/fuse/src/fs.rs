@@ -28,7 +28,7 @@ use crate::xattrs::Xattr;
 use crate::{Errno32, Inner, fail};
 
 /// The largest read or write the kernel is asked to send.
-const MAX_IO: u32 = 1 << 20;
+pub(crate) const MAX_IO: u32 = 1 << 20;
 
 /// The FUSE filesystem: a handle on the runtime and the shared state.
 pub(crate) struct NinepFs {

@@ -30,6 +30,7 @@ mod fs;
 mod locks;
 mod names;
 mod nodes;
+mod readahead;
 mod xattrs;
 
 use std::collections::{HashMap, HashSet};
@@ -184,7 +185,9 @@ pub fn mount(
     if matches!(options.access, Access::User { .. }) {
         mount_options.push(MountOption::AllowOther);
     }
-    fuser::spawn_mount2(fs, mountpoint, &mount_options)
+    let session = fuser::spawn_mount2(fs, mountpoint, &mount_options)?;
+    readahead::widen(mountpoint, fs::MAX_IO / 1024);
+    Ok(session)
 }
 
 /// Most bytes of one open file's writes in flight in the background.

@@ -708,3 +708,22 @@ async fn a_write_refused_later_is_reported_by_fsync() {
         let _ = std::fs::remove_dir(&full);
     }
 }
+
+/// The kernel reads ahead through the page cache a MiB at a time, as init
+/// asks, not its default 128 KiB (this test runs as root, who may say so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kernel_reads_ahead_a_mib() {
+    let (_scene, mnt, session) = mounted("read-ahead-kb", Cache::Strict, Dialect::L).await;
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let point = mnt.canonicalize().unwrap();
+    let device = table
+        .lines()
+        .map(|line| line.split(' ').collect::<Vec<_>>())
+        .filter(|f| Path::new(f[4]) == point)
+        .map(|f| f[2].to_owned())
+        .last()
+        .expect("the mount is in mountinfo");
+    let kb = std::fs::read_to_string(format!("/sys/class/bdi/{device}/read_ahead_kb")).unwrap();
+    assert_eq!(kb.trim(), "1024");
+    drop(session);
+}
