@@ -21,15 +21,12 @@ pub(crate) fn widen(mountpoint: &Path, kib: u32) {
 fn device_of(mountpoint: &Path) -> Option<String> {
     let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let wanted = escaped(&mountpoint.canonicalize().ok()?.to_string_lossy());
-    table
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split(' ');
-            let device = fields.nth(2)?;
-            let point = fields.nth(1)?;
-            (point == wanted).then(|| device.to_owned())
-        })
-        .last()
+    table.lines().rev().find_map(|line| {
+        let mut fields = line.split(' ');
+        let device = fields.nth(2)?;
+        let point = fields.nth(1)?;
+        (point == wanted).then(|| device.to_owned())
+    })
 }
 
 /// A path as mountinfo writes it: space, tab, newline and backslash octal.
