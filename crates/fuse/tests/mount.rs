@@ -718,10 +718,10 @@ async fn the_kernel_reads_ahead_a_mib() {
     let point = mnt.canonicalize().unwrap();
     let device = table
         .lines()
+        .rev()
         .map(|line| line.split(' ').collect::<Vec<_>>())
-        .filter(|f| Path::new(f[4]) == point)
+        .find(|f| Path::new(f[4]) == point)
         .map(|f| f[2].to_owned())
-        .last()
         .expect("the mount is in mountinfo");
     let kb = std::fs::read_to_string(format!("/sys/class/bdi/{device}/read_ahead_kb")).unwrap();
     assert_eq!(kb.trim(), "1024");
