@@ -119,6 +119,8 @@ impl Inner {
         // most files written and closed are next removed by name, or
         // opened, which walks anyway.
         let attrs = self.conn.attr(file.fid()).await?;
+        self.nodes()
+            .entries_changed(parent, std::time::SystemTime::now());
         let attr = self.found(parent, name, user, None, attrs);
         // A new file has no capabilities: writes need not ask.
         self.without_caps(attr.ino, true);

@@ -282,9 +282,14 @@ impl Inner {
         Ok(fid)
     }
 
-    /// A fid of its own on `ino` for `user`, to open: a clone of the one
-    /// kept, else one walked along the path, in one request either way.
+    /// A fid of its own on `ino` for `user`, to open: a file's kept fid
+    /// itself (the next request needing one walks anew, but most files
+    /// opened are next closed, removed by name or opened again), else a
+    /// clone of the one kept or one walked along the path, in one request.
     async fn fresh_fid(&self, ino: u64, user: u32) -> Result<Fid, Errno32> {
+        if let Some(fid) = self.nodes().take_fid(ino, user) {
+            return Ok(fid);
+        }
         let kept = self.nodes().fid(ino, user);
         match kept {
             Some(fid) => fid.clone_fid().await.map_err(errno),

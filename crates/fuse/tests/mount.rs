@@ -4,7 +4,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -725,5 +725,68 @@ async fn the_kernel_reads_ahead_a_mib() {
         .expect("the mount is in mountinfo");
     let kb = std::fs::read_to_string(format!("/sys/class/bdi/{device}/read_ahead_kb")).unwrap();
     assert_eq!(kb.trim(), "1024");
+    drop(session);
+}
+
+/// A file looked up and then opened is opened on the fid its lookup
+/// walked: one walk, not a walk and a clone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_looked_up_opens_on_its_walked_fid() {
+    let (scene, mnt, session) = mounted("open-walked", Cache::Strict, Dialect::L).await;
+    let other = other_client(&scene).await;
+    let file = other
+        .create("known", 0o644, ninep_wire::consts::dotl::O_WRONLY)
+        .await
+        .unwrap();
+    file.write_all_at(0, "here".into()).await.unwrap();
+    file.close().await.unwrap();
+    let before = scene.sent();
+    let path = mnt.join("known");
+    let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(path).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(read, "here");
+    assert_eq!(more(&before, &scene.sent(), "Twalk"), 1);
+    drop(session);
+}
+
+/// Under loose caching the attributes given are trusted as long as the
+/// kernel may trust them, even where the kernel asks again after a change
+/// made through the mount (a create in the directory, a write): what it
+/// is told moves with those changes, without asking the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loose_attributes_are_answered_by_the_mount() {
+    let (scene, mnt, session) = mounted("loose-attrs", Cache::Loose, Dialect::L).await;
+    let at = mnt.clone();
+    tokio::task::spawn_blocking(move || std::fs::create_dir(at.join("d")).unwrap())
+        .await
+        .unwrap();
+    let before = scene.sent();
+    let at = mnt.clone();
+    let nlink = tokio::task::spawn_blocking(move || {
+        let dir = at.join("d");
+        let mtime = std::fs::metadata(&dir).unwrap().modified().unwrap();
+        for i in 0..20 {
+            std::fs::write(dir.join(format!("f{i}")), b"some bytes").unwrap();
+            let meta = std::fs::metadata(&dir).unwrap();
+            assert!(
+                meta.modified().unwrap() >= mtime,
+                "the directory's mtime moves on"
+            );
+        }
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::fs::metadata(&dir).unwrap().nlink()
+    })
+    .await
+    .unwrap();
+    // A subdirectory made changes the link count as the server counts it.
+    let links = other_client(&scene).await.stat("d").await.unwrap().nlink;
+    assert_eq!(nlink, links);
+    // One Tgetattr per file made (its attributes after the create), none
+    // for the directory asked about after each; a few for the
+    // subdirectory (its own, and its parent's changed link count). Without
+    // the mount answering, the directory is asked about after each file.
+    let getattrs = more(&before, &scene.sent(), "Tgetattr");
+    assert!(getattrs <= 20 + 3, "{getattrs} Tgetattr");
     drop(session);
 }
