@@ -30,6 +30,9 @@ use crate::{Errno32, Inner, fail};
 /// The largest read or write the kernel is asked to send.
 pub(crate) const MAX_IO: u32 = 1 << 20;
 
+/// FUSE 7.33's capability, which fuser does not name.
+const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
+
 /// The FUSE filesystem: a handle on the runtime and the shared state.
 pub(crate) struct NinepFs {
     pub inner: Arc<Inner>,
@@ -197,6 +200,10 @@ impl fuser::Filesystem for NinepFs {
         // O_TRUNC), rather than as a setattr after: servers that refuse
         // wstat (synthetic control files) still take an overwrite.
         let _ = config.add_capabilities(fuser::consts::FUSE_ATOMIC_O_TRUNC);
+        // The server drops set-id bits and capabilities when a file is
+        // written (as any Unix file system does), so the kernel need not
+        // ask for security.capability before every write.
+        let _ = config.add_capabilities(FUSE_HANDLE_KILLPRIV_V2);
         // Reads and writes of up to a MiB each (the kernel's largest), so
         // bulk transfers take few round trips; the kernel lowers what it
         // cannot do.
