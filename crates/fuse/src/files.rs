@@ -67,6 +67,10 @@ impl Inner {
     /// Opens `ino` for `user` with (9P2000.L) open flags `flags`.
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, Errno32> {
         let flags = server_flags(flags);
+        if flags & dotl::O_TRUNC != 0 {
+            // Its size and times, and maybe its set-id bits, change.
+            self.nodes().changed(ino);
+        }
         let file = if self.cache.writes_back() && writeback_flags(flags) != flags {
             match self.open_fid(ino, user, writeback_flags(flags)).await {
                 // Write-only to this user: the kernel filling a page will

@@ -200,10 +200,13 @@ impl fuser::Filesystem for NinepFs {
         // O_TRUNC), rather than as a setattr after: servers that refuse
         // wstat (synthetic control files) still take an overwrite.
         let _ = config.add_capabilities(fuser::consts::FUSE_ATOMIC_O_TRUNC);
-        // The server drops set-id bits and capabilities when a file is
-        // written (as any Unix file system does), so the kernel need not
-        // ask for security.capability before every write.
-        let _ = config.add_capabilities(FUSE_HANDLE_KILLPRIV_V2);
+        // Where the server sees who writes, it drops set-id bits and
+        // capabilities when a file is written or truncated (as any Unix
+        // file system does), and the kernel need not ask for
+        // security.capability before every write.
+        if self.inner.server_drops_privileges() {
+            let _ = config.add_capabilities(FUSE_HANDLE_KILLPRIV_V2);
+        }
         // Reads and writes of up to a MiB each (the kernel's largest), so
         // bulk transfers take few round trips; the kernel lowers what it
         // cannot do.

@@ -258,6 +258,21 @@ impl Inner {
         self.nodes.lock()
     }
 
+    /// Whether set-id bits and capabilities may be left to the server to
+    /// drop when a caller who may not keep them writes a file: the server
+    /// must see who writes (each caller has an attach of their own, or the
+    /// only caller, of a mount open to its owner alone, is root, who keeps
+    /// them anyway), and the kernel must ask for attributes every time, as
+    /// it keeps the bits it was last told of (under loose caching a file
+    /// just written could be run set-id for seconds).
+    fn server_drops_privileges(&self) -> bool {
+        let sees_writer = match self.access {
+            Access::User { .. } => true,
+            Access::Single => self.conn.owner.0 == 0,
+        };
+        sees_writer && self.ttl.is_zero()
+    }
+
     /// Whose fids serve a request from `uid`.
     fn user(&self, uid: u32) -> u32 {
         match self.access {

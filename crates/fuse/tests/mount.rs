@@ -790,3 +790,73 @@ async fn loose_attributes_are_answered_by_the_mount() {
     assert!(getattrs <= 20 + 3, "{getattrs} Tgetattr");
     drop(session);
 }
+
+/// A write by a user who may not keep a file's set-id bits drops them, and
+/// the mount shows them dropped at once under every policy: a file just
+/// written is never run set-id (whether the kernel or the server drops
+/// them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_by_another_user_drops_set_id_bits() {
+    for (name, cache) in [
+        ("setid-none", Cache::None),
+        ("setid-strict", Cache::Strict),
+        ("setid-loose", Cache::Loose),
+    ] {
+        let base = std::env::temp_dir().join(format!("ninep-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (dir, mnt) = (base.join("dir"), base.join("mnt"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&mnt).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let export = ninep_export::Export::new(
+            &dir,
+            ninep_export::Options {
+                identity: ninep_export::Identity::Multiuser,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let addr = Addr::Unix(base.join("sock"));
+        support::serve(export, &addr).await;
+        let fsys = Client::connect(&addr.to_string())
+            .await
+            .unwrap()
+            .attach_as("root", 0, "")
+            .await
+            .unwrap();
+        let options = ninep_fuse::Options {
+            source: "ninep-test".into(),
+            cache,
+            access: ninep_fuse::Access::User {
+                aname: String::new(),
+                uid: 0,
+            },
+            ..Default::default()
+        };
+        let session = ninep_fuse::mount(fsys, &mnt, &options).unwrap();
+        // Set-id and owned by nobody, who writes it through the mount.
+        let on_disk = dir.join("tool");
+        std::fs::write(&on_disk, "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::chown(&on_disk, Some(65534), None).unwrap();
+        std::fs::set_permissions(&on_disk, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let through = mnt.join("tool");
+        assert_eq!(std::fs::metadata(&through).unwrap().mode() & 0o7777, 0o4755);
+        let appended = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(format!("echo more >> '{}'", through.display()))
+            .status()
+            .unwrap();
+        assert!(appended.success(), "{name}: nobody appends");
+        let shown = std::fs::metadata(&through).unwrap().mode() & 0o7777;
+        assert_eq!(shown, 0o755, "{name}: the mount shows {shown:o}");
+        drop(session);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
