@@ -124,18 +124,62 @@ pub enum Listener {
     Unix(UnixListener, PathBuf),
 }
 
+/// Who is at the other end of an accepted connection, as far as its
+/// transport can tell. What it proves is the server's to judge.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Peer {
+    /// A printable name: the peer's address, or the socket's path.
+    pub name: String,
+    /// The uid of the process that connected to a unix socket, as the
+    /// kernel reports it (SO_PEERCRED).
+    pub uid: Option<u32>,
+}
+
+impl Peer {
+    /// A peer known by name only, as on a pipe.
+    pub fn named(name: impl Into<String>) -> Peer {
+        Peer {
+            name: name.into(),
+            ..Peer::default()
+        }
+    }
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)?;
+        if let Some(uid) = self.uid {
+            write!(f, " (uid {uid})")?;
+        }
+        Ok(())
+    }
+}
+
 impl Listener {
     /// Waits for the next connection.
     pub async fn accept(&self) -> io::Result<Conn> {
+        let (stream, peer) = self.accept_peer().await?;
+        Ok((stream, peer.name))
+    }
+
+    /// Waits for the next connection, and tells who made it.
+    pub async fn accept_peer(&self) -> io::Result<(Box<dyn Stream>, Peer)> {
         match self {
             Listener::Tcp(l) => {
                 let (s, peer) = l.accept().await?;
                 s.set_nodelay(true)?;
-                Ok((Box::new(s), peer.to_string()))
+                Ok((Box::new(s), Peer::named(peer.to_string())))
             }
             Listener::Unix(l, path) => {
                 let (s, _) = l.accept().await?;
-                Ok((Box::new(s), path.display().to_string()))
+                let uid = rustix::net::sockopt::socket_peercred(&s)
+                    .ok()
+                    .map(|cred| cred.uid.as_raw());
+                let peer = Peer {
+                    name: path.display().to_string(),
+                    uid,
+                };
+                Ok((Box::new(s), peer))
             }
         }
     }
@@ -196,7 +240,10 @@ mod tests {
         let path = std::env::temp_dir().join(format!("ninep-dial-{}.sock", std::process::id()));
         let addr = Addr::Unix(path.clone());
         let listener = addr.listen().await.unwrap();
-        let (_c, _s) = tokio::join!(addr.dial(), listener.accept());
+        let (_c, accepted) = tokio::join!(addr.dial(), listener.accept_peer());
+        let (_s, peer) = accepted.unwrap();
+        // The kernel tells who connected: this very process.
+        assert_eq!(peer.uid, Some(rustix::process::getuid().as_raw()));
         drop(listener);
         assert!(!path.exists());
     }

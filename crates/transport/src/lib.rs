@@ -10,6 +10,6 @@ mod dial;
 mod framing;
 mod writer;
 
-pub use dial::{Addr, Conn, DEFAULT_PORT, Listener, Stream};
+pub use dial::{Addr, Conn, DEFAULT_PORT, Listener, Peer, Stream};
 pub use framing::{FrameCodec, FrameError};
 pub use writer::{Frame, Room, Writer};
