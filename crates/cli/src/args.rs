@@ -1,7 +1,9 @@
 //! Flags shared by the subcommands that talk to a server.
 
 use anyhow::{Context, Result};
-use ninep_client::{Client, Fsys, Options};
+use std::path::PathBuf;
+
+use ninep_client::{Client, Fsys, Munge, Options};
 use ninep_wire::{Dialect, NONUNAME};
 
 /// The server to talk to and how to attach to it.
@@ -30,6 +32,22 @@ pub struct ServerArgs {
     /// msize to ask for (the server may grant less).
     #[arg(long, default_value_t = Options::default().msize)]
     pub msize: u32,
+    /// How to prove who we are through Tauth: none, or munge (a MUNGE
+    /// credential, as diod's tools send).
+    #[arg(long, value_enum, default_value = "none")]
+    pub auth: ClientProof,
+    /// munged's socket, if not MUNGE's default one.
+    #[arg(long, value_name = "PATH")]
+    pub munge_socket: Option<PathBuf>,
+}
+
+/// What we prove ourselves with through Tauth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClientProof {
+    /// Nothing: attach as whoever we name.
+    None,
+    /// A MUNGE credential.
+    Munge,
 }
 
 impl ServerArgs {
@@ -57,7 +75,18 @@ impl ServerArgs {
         let client = Client::connect_with(addr, options)
             .await
             .with_context(|| addr.to_owned())?;
-        Ok(client.attach_as(&self.uname, n_uname, &self.aname).await?)
+        let fsys = match self.auth {
+            ClientProof::None => client.attach_as(&self.uname, n_uname, &self.aname).await?,
+            ClientProof::Munge => {
+                let munge = Munge {
+                    socket: self.munge_socket.clone(),
+                };
+                client
+                    .attach_proven(&self.uname, n_uname, &self.aname, &munge)
+                    .await?
+            }
+        };
+        Ok(fsys)
     }
 }
 

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use ninep_mux::{Config, Mux, nsfile};
 use ninep_server::Server;
 
+use crate::auth::PolicyArgs;
 use crate::serve::LimitArgs;
 
 #[derive(clap::Args)]
@@ -31,6 +32,8 @@ pub struct Args {
     /// (cover the upstream link's bandwidth-delay product); 0 turns it off.
     #[arg(long, default_value_t = Config::default().read_ahead)]
     read_ahead: u64,
+    #[command(flatten)]
+    auth: PolicyArgs,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -55,6 +58,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     mux.apply(entries)
         .await
         .map_err(|e| anyhow::anyhow!("{}", e.ename()))?;
-    let server = Server::with_stream_limits(mux, args.limits.limits(), args.limits.stream_limits());
+    let policy = args.auth.policy()?;
+    let server = Server::with_policy(
+        mux,
+        args.limits.limits(),
+        args.limits.stream_limits(),
+        policy,
+    );
     crate::serve::listen(&server, &args.listen, "mux").await
 }

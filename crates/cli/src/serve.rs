@@ -9,6 +9,8 @@ use ninep_export::{Export, Identity, Options};
 use ninep_ramfs::{RamFs, Taskbag};
 use ninep_server::{Filesystem, Limits, Server, StreamLimits};
 
+use crate::auth::PolicyArgs;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// What to serve: a directory, ramfs (an empty in-memory tree) or
@@ -33,6 +35,8 @@ pub struct Args {
     /// Serve one client on standard input and output instead of listening.
     #[arg(long)]
     stdio: bool,
+    #[command(flatten)]
+    auth: PolicyArgs,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -121,7 +125,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 }
 
 async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<ExitCode> {
-    let server = Server::with_stream_limits(fs, limits, args.limits.stream_limits());
+    let policy = args.auth.policy()?;
+    let server = Server::with_policy(fs, limits, args.limits.stream_limits(), policy);
     if args.stdio {
         let stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
         server

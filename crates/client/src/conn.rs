@@ -535,10 +535,21 @@ impl Client {
 
     /// Attaches as a user given by name and (9P2000.u, .L) numeric id.
     pub async fn attach_as(&self, uname: &str, n_uname: u32, aname: &str) -> Result<Fsys, Error> {
+        self.attach_through(None, uname, n_uname, aname).await
+    }
+
+    /// Attaches through the authentication fid `afid`, if any.
+    pub(crate) async fn attach_through(
+        &self,
+        afid: Option<Fid>,
+        uname: &str,
+        n_uname: u32,
+        aname: &str,
+    ) -> Result<Fsys, Error> {
         let fid = self.inner.alloc_fid();
         let msg = Tattach {
             fid,
-            afid: Fid::NOFID,
+            afid: afid.unwrap_or(Fid::NOFID),
             uname: uname.to_owned(),
             aname: aname.to_owned(),
             n_uname,

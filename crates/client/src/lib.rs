@@ -19,6 +19,7 @@
 #![warn(clippy::unwrap_used)]
 
 mod attrs;
+mod auth;
 mod conn;
 mod error;
 mod file;
@@ -33,6 +34,7 @@ mod window;
 mod xattr;
 
 pub use attrs::{FsStats, SetAttr, SetTime};
+pub use auth::{AuthFid, BoxFuture, Munge, Prover};
 pub use conn::{Client, Options};
 pub use error::Error;
 pub use file::File;
