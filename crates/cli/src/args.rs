@@ -1,15 +1,15 @@
 //! Flags shared by the subcommands that talk to a server.
 
 use anyhow::{Context, Result};
-use std::path::PathBuf;
+use ninep_client::{Client, Fsys, Options};
 
-use ninep_client::{Client, Fsys, Munge, Options};
+use crate::auth::ClientArgs;
 use ninep_wire::{Dialect, NONUNAME};
 
 /// The server to talk to and how to attach to it.
 #[derive(clap::Args)]
 pub struct ServerArgs {
-    /// Server address: tcp!host!port, unix!/path or host:port.
+    /// Server address: tcp!host!port, tls!host!port, unix!/path or host:port.
     #[arg(
         short = 'a',
         long = "addr",
@@ -32,22 +32,8 @@ pub struct ServerArgs {
     /// msize to ask for (the server may grant less).
     #[arg(long, default_value_t = Options::default().msize)]
     pub msize: u32,
-    /// How to prove who we are through Tauth: none, or munge (a MUNGE
-    /// credential, as diod's tools send).
-    #[arg(long, value_enum, default_value = "none")]
-    pub auth: ClientProof,
-    /// munged's socket, if not MUNGE's default one.
-    #[arg(long, value_name = "PATH")]
-    pub munge_socket: Option<PathBuf>,
-}
-
-/// What we prove ourselves with through Tauth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ClientProof {
-    /// Nothing: attach as whoever we name.
-    None,
-    /// A MUNGE credential.
-    Munge,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 impl ServerArgs {
@@ -72,17 +58,14 @@ impl ServerArgs {
             dialect: self.dialect,
             msize: self.msize,
         };
-        let client = Client::connect_with(addr, options)
+        let client = Client::dial(addr, &self.client.dialer()?, options)
             .await
             .with_context(|| addr.to_owned())?;
-        let fsys = match self.auth {
-            ClientProof::None => client.attach_as(&self.uname, n_uname, &self.aname).await?,
-            ClientProof::Munge => {
-                let munge = Munge {
-                    socket: self.munge_socket.clone(),
-                };
+        let fsys = match self.client.prover() {
+            None => client.attach_as(&self.uname, n_uname, &self.aname).await?,
+            Some(prover) => {
                 client
-                    .attach_proven(&self.uname, n_uname, &self.aname, &munge)
+                    .attach_proven(&self.uname, n_uname, &self.aname, &prover)
                     .await?
             }
         };

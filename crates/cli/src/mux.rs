@@ -9,14 +9,15 @@ use anyhow::{Context, Result};
 use ninep_mux::{Config, Mux, nsfile};
 use ninep_server::Server;
 
-use crate::auth::PolicyArgs;
+use crate::auth::{PolicyArgs, UpstreamArgs};
 use crate::serve::LimitArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Namespace file: the base name space every client starts from.
     file: Option<PathBuf>,
-    /// Address to listen on: tcp!host!port, unix!/path or host:port.
+    /// Address to listen on: tcp!host!port, tls!host!port, unix!/path or
+    /// host:port.
     #[arg(short, long, default_value = "tcp!127.0.0.1!564")]
     listen: String,
     /// User the mux attaches to its servers as.
@@ -34,6 +35,8 @@ pub struct Args {
     read_ahead: u64,
     #[command(flatten)]
     auth: PolicyArgs,
+    #[command(flatten)]
+    upstream: UpstreamArgs,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -53,6 +56,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             .unwrap_or_else(|| rustix::process::getuid().as_raw()),
         window: args.window,
         read_ahead: args.read_ahead,
+        dialer: args.upstream.dialer()?,
         ..Config::default()
     });
     mux.apply(entries)
@@ -65,5 +69,5 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         args.limits.stream_limits(),
         policy,
     );
-    crate::serve::listen(&server, &args.listen, "mux").await
+    crate::serve::listen(&server, &args.listen, &args.auth, "mux").await
 }

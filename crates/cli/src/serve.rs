@@ -29,7 +29,8 @@ pub struct Args {
     /// Open device nodes, fifos and sockets in an exported directory.
     #[arg(long)]
     allow_special: bool,
-    /// Address to listen on: tcp!host!port, unix!/path or host:port.
+    /// Address to listen on: tcp!host!port, tls!host!port, unix!/path or
+    /// host:port.
     #[arg(short, long, default_value = "tcp!127.0.0.1!564")]
     listen: String,
     /// Serve one client on standard input and output instead of listening.
@@ -134,19 +135,21 @@ async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<Exit
             .await;
         return Ok(ExitCode::SUCCESS);
     }
-    listen(&server, &args.listen, &args.tree).await
+    listen(&server, &args.listen, &args.auth, &args.tree).await
 }
 
-/// Serves `what` on `listen` until SIGINT or SIGTERM, after saying where on
-/// standard error (scripts read the port from that line).
+/// Serves `what` on `listen` (with the TLS `auth` says) until SIGINT or
+/// SIGTERM, after saying where on standard error (scripts read the port
+/// from that line).
 pub async fn listen<F: Filesystem>(
     server: &Server<F>,
     listen: &str,
+    auth: &PolicyArgs,
     what: &str,
 ) -> Result<ExitCode> {
     let addr: ninep_transport::Addr = listen.parse().map_err(anyhow::Error::msg)?;
     let listener = addr
-        .listen()
+        .listen_with(auth.tls()?)
         .await
         .with_context(|| format!("listen on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);

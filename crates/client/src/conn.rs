@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use ninep_transport::{Addr, Frame, FrameCodec, Stream, Writer};
+use ninep_transport::{Addr, Dialer, Frame, FrameCodec, Stream, Writer};
 use ninep_wire::*;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
@@ -439,10 +439,16 @@ impl Client {
 
     /// Connects to `addr` (a dial string) with `options`.
     pub async fn connect_with(addr: &str, options: Options) -> Result<Client, Error> {
+        Self::dial(addr, &Dialer::default(), options).await
+    }
+
+    /// Connects to `addr` (a dial string) as `dialer` does (with its TLS,
+    /// say), with `options`.
+    pub async fn dial(addr: &str, dialer: &Dialer, options: Options) -> Result<Client, Error> {
         let addr: Addr = addr.parse().map_err(|e: String| {
             Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
         })?;
-        let stream = addr.dial().await?;
+        let stream = dialer.dial(&addr).await?;
         Self::over(stream, options).await
     }
 

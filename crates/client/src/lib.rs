@@ -41,4 +41,5 @@ pub use file::File;
 pub use fsys::{Fid, Fsys};
 pub use info::{DirEntry, FileInfo};
 pub use names::Node;
+pub use ninep_transport::{Dialer, TlsClient};
 pub use transfer::{Mode, RangeRead, RangeWrite, Transfer};

@@ -19,6 +19,7 @@
 //! uname and n_uname are both those of the user proven (as far as the
 //! server's [`Users`] know them), never a name the proof did not cover.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -95,12 +96,58 @@ impl Users for NoUsers {
     }
 }
 
+/// Which user the name in a TLS client certificate is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CertNames {
+    /// Certificate name to user name; `None` if each name is its user's.
+    rules: Option<HashMap<String, String>>,
+}
+
+impl CertNames {
+    /// The user a certificate names is the one of that name (CN=uname).
+    pub fn same() -> CertNames {
+        CertNames::default()
+    }
+
+    /// Rules, a line each: a certificate's name, then its user's, apart
+    /// by blanks; `#` starts a comment. A name no rule has is nobody.
+    pub fn parse(text: &str) -> std::result::Result<CertNames, String> {
+        let mut rules = HashMap::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or_default();
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                [] => {}
+                [cert, user] => {
+                    rules.insert((*cert).to_owned(), (*user).to_owned());
+                }
+                _ => {
+                    return Err(format!(
+                        "line {}: want a certificate name and a user",
+                        n + 1
+                    ));
+                }
+            }
+        }
+        Ok(CertNames { rules: Some(rules) })
+    }
+
+    /// The user the certificate name `name` is.
+    fn user<'a>(&'a self, name: &'a str) -> Option<&'a str> {
+        match &self.rules {
+            None => Some(name),
+            Some(rules) => rules.get(name).map(String::as_str),
+        }
+    }
+}
+
 /// Who may attach to a server.
 #[derive(Clone)]
 pub struct Policy {
     /// Attaches are served as whoever they name.
     open: bool,
     scheme: Option<Arc<dyn Scheme>>,
+    tls: Option<CertNames>,
     peercred: bool,
     afid_reuse: bool,
     users: Arc<dyn Users>,
@@ -118,6 +165,7 @@ impl fmt::Debug for Policy {
         f.debug_struct("Policy")
             .field("open", &self.open)
             .field("scheme", &self.scheme.as_ref().map(|s| s.name()))
+            .field("tls", &self.tls)
             .field("peercred", &self.peercred)
             .field("afid_reuse", &self.afid_reuse)
             .finish()
@@ -136,6 +184,7 @@ impl Policy {
         Policy {
             open: true,
             scheme: None,
+            tls: None,
             peercred: false,
             afid_reuse: false,
             users: Arc::new(NoUsers),
@@ -156,6 +205,13 @@ impl Policy {
     /// An exchange of `scheme` on an afid proves a user.
     pub fn with_scheme(mut self, scheme: Arc<dyn Scheme>) -> Policy {
         self.scheme = Some(scheme);
+        self
+    }
+
+    /// The name in a TLS client certificate (which the server's client CA
+    /// vouched for) proves the user `names` maps it to.
+    pub fn with_tls(mut self, names: CertNames) -> Policy {
+        self.tls = Some(names);
         self
     }
 
@@ -213,6 +269,16 @@ impl Policy {
             let proof = Proof {
                 uname: None,
                 uid: Some(uid),
+            };
+            return self.vouch(&proof, claim);
+        }
+        if let (Some(names), Some(cert)) = (&self.tls, &peer.cert_name) {
+            let uname = names
+                .user(cert)
+                .ok_or_else(|| refused(format!("the certificate of {cert} is nobody's here")))?;
+            let proof = Proof {
+                uname: Some(uname.to_owned()),
+                uid: None,
             };
             return self.vouch(&proof, claim);
         }
@@ -411,6 +477,7 @@ mod tests {
         let peer = |uid| Peer {
             name: "/tmp/s".into(),
             uid,
+            cert_name: None,
         };
         let closed = Policy::required(Arc::new(Passwd));
         assert!(
@@ -439,6 +506,32 @@ mod tests {
                 .by_connection(&peer(Some(0)), &claim("bob", 1001))
                 .is_ok()
         );
+        // A certificate's name, as it is or by rules.
+        let cert = |name: &str| Peer {
+            name: "127.0.0.1:9".into(),
+            uid: None,
+            cert_name: Some(name.into()),
+        };
+        let tls = Policy::required(Arc::new(Passwd)).with_tls(CertNames::same());
+        assert!(
+            tls.by_connection(&cert("alice"), &claim("alice", 1000))
+                .is_ok()
+        );
+        assert!(
+            tls.by_connection(&cert("alice"), &claim("bob", NONUNAME))
+                .is_err()
+        );
+        let rules = CertNames::parse("# who is who\nAlice Liddell  alice\n").unwrap();
+        let tls = Policy::required(Arc::new(Passwd)).with_tls(rules);
+        assert!(
+            tls.by_connection(&cert("Alice Liddell"), &claim("alice", NONUNAME))
+                .is_ok()
+        );
+        let err = tls
+            .by_connection(&cert("alice"), &claim("alice", NONUNAME))
+            .unwrap_err();
+        assert_eq!(err.ename(), "the certificate of alice is nobody's here");
+        assert!(CertNames::parse("a b c").is_err());
         // Open: anyone is whoever they say.
         let open = Policy::open();
         assert_eq!(

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use ninep_transport::{Addr, Listener, Peer, Stream};
+use ninep_transport::{Addr, Established, Listener, Peer, Stream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -171,9 +171,9 @@ impl<F: Filesystem> Server<F> {
         let mut conns = JoinSet::new();
         tokio::pin!(shutdown);
         loop {
-            let (link, peer) = tokio::select! {
-                accepted = listener.accept_peer() => match accepted {
-                    Ok(conn) => conn,
+            let incoming = tokio::select! {
+                accepted = listener.incoming() => match accepted {
+                    Ok(incoming) => incoming,
                     Err(e) => {
                         // Out of descriptors and the like: keep serving the others.
                         tracing::warn!("accept: {e}");
@@ -184,18 +184,38 @@ impl<F: Filesystem> Server<F> {
                 () = &mut shutdown => break,
                 Some(_) = conns.join_next(), if !conns.is_empty() => continue,
             };
-            tracing::debug!("connection from {peer}");
+            tracing::debug!("connection from {}", incoming.peer());
+            // A connection holds its slot from its handshake on: one that
+            // never finishes it holds the slot until the handshake times out.
             match slots.clone().try_acquire_owned() {
                 Ok(permit) => {
                     let shared = self.shared.clone();
                     let stop = stop.child_token();
                     conns.spawn(async move {
-                        session::serve(shared, link, peer, stop).await;
+                        let established = tokio::select! {
+                            established = incoming.establish() => established,
+                            () = stop.cancelled() => return,
+                        };
+                        match established {
+                            Ok(Established::Ready(link, peer)) => {
+                                session::serve(shared, link, peer, stop).await;
+                            }
+                            Ok(Established::NotTls(link, peer)) => {
+                                tracing::debug!("{peer}: not TLS");
+                                session::refuse(link, "this port speaks TLS: dial tls!host!port")
+                                    .await;
+                            }
+                            Err(e) => tracing::debug!("handshake: {e}"),
+                        }
                         drop(permit);
                     });
                 }
                 Err(_) => {
-                    conns.spawn(session::refuse(link, "too many connections"));
+                    conns.spawn(async move {
+                        if let Ok(Established::Ready(link, _)) = incoming.establish().await {
+                            session::refuse(link, "too many connections").await;
+                        }
+                    });
                 }
             }
         }

@@ -1,5 +1,5 @@
-//! Plan 9 dial strings: `tcp!host!port`, `unix!/path`, and the `host:port`
-//! form people type. The default 9P port is 564.
+//! Plan 9 dial strings: `tcp!host!port`, `tls!host!port`, `unix!/path`,
+//! and the `host:port` form people type. The default 9P port is 564.
 
 use std::fmt;
 use std::io;
@@ -8,6 +8,8 @@ use std::str::FromStr;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+use crate::tls::{Accepted, TlsClient, TlsServer};
 
 /// The port 9P servers listen on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 564;
@@ -22,6 +24,14 @@ pub enum Addr {
         /// TCP port.
         port: u16,
     },
+    /// `tls!host!port`: TCP, and TLS over it.
+    Tls {
+        /// Host name or address; a client checks the server's certificate
+        /// for this name.
+        host: String,
+        /// TCP port.
+        port: u16,
+    },
     /// `unix!/path`.
     Unix(PathBuf),
 }
@@ -30,10 +40,17 @@ impl FromStr for Addr {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Addr, String> {
-        let bad = || format!("bad address {s:?}: want tcp!host!port, unix!/path or host:port");
+        let bad = || {
+            format!("bad address {s:?}: want tcp!host!port, tls!host!port, unix!/path or host:port")
+        };
         let parts: Vec<&str> = s.split('!').collect();
         match parts.as_slice() {
             ["unix", path] if !path.is_empty() => Ok(Addr::Unix(PathBuf::from(path))),
+            ["tls", host] if !host.is_empty() => Ok(tls(host, DEFAULT_PORT)),
+            ["tls", host, port] if !host.is_empty() => {
+                let port = port.parse().map_err(|_| bad())?;
+                Ok(tls(host, port))
+            }
             ["tcp" | "net", host] => Ok(tcp(host, DEFAULT_PORT)),
             ["tcp" | "net", host, port] => {
                 let port = port.parse().map_err(|_| bad())?;
@@ -69,10 +86,29 @@ fn tcp(host: &str, port: u16) -> Addr {
     }
 }
 
+fn tls(host: &str, port: u16) -> Addr {
+    Addr::Tls {
+        host: host.to_owned(),
+        port,
+    }
+}
+
+/// The host to bind for `host`: `*` is every local address.
+fn bind_host(host: &str) -> &str {
+    if host == "*" { "0.0.0.0" } else { host }
+}
+
+async fn dial_tcp(host: &str, port: u16) -> io::Result<TcpStream> {
+    let s = TcpStream::connect((host, port)).await?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
 impl fmt::Display for Addr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Addr::Tcp { host, port } => write!(f, "tcp!{host}!{port}"),
+            Addr::Tls { host, port } => write!(f, "tls!{host}!{port}"),
             Addr::Unix(path) => write!(f, "unix!{}", path.display()),
         }
     }
@@ -86,24 +122,27 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 pub type Conn = (Box<dyn Stream>, String);
 
 impl Addr {
-    /// Connects to the address.
+    /// Connects to the address, with no TLS configured.
     pub async fn dial(&self) -> io::Result<Box<dyn Stream>> {
-        Ok(match self {
-            Addr::Tcp { host, port } => {
-                let s = TcpStream::connect((host.as_str(), *port)).await?;
-                s.set_nodelay(true)?;
-                Box::new(s)
-            }
-            Addr::Unix(path) => Box::new(UnixStream::connect(path).await?),
-        })
+        Dialer::default().dial(self).await
     }
 
-    /// Starts listening on the address. A stale unix socket file is replaced.
+    /// Starts listening on the address, with no TLS configured. A stale
+    /// unix socket file is replaced.
     pub async fn listen(&self) -> io::Result<Listener> {
+        self.listen_with(None).await
+    }
+
+    /// Starts listening on the address; a `tls!` one takes its
+    /// connections with `tls`.
+    pub async fn listen_with(&self, tls: Option<TlsServer>) -> io::Result<Listener> {
         Ok(match self {
             Addr::Tcp { host, port } => {
-                let host = if host == "*" { "0.0.0.0" } else { host };
-                Listener::Tcp(TcpListener::bind((host, *port)).await?)
+                Listener::Tcp(TcpListener::bind((bind_host(host), *port)).await?)
+            }
+            Addr::Tls { host, port } => {
+                let tls = tls.ok_or_else(|| needs("a certificate and key to listen on"))?;
+                Listener::Tls(TcpListener::bind((bind_host(host), *port)).await?, tls)
             }
             Addr::Unix(path) => {
                 if path.exists() && UnixStream::connect(path).await.is_err() {
@@ -115,11 +154,47 @@ impl Addr {
     }
 }
 
-/// A listening socket of either kind.
+/// The error for a `tls!` address without the TLS configuration it needs.
+fn needs(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("tls! needs {what} (--tls-cert, --tls-key, --tls-ca)"),
+    )
+}
+
+/// How a client connects: the addresses of every kind, and its side of TLS
+/// for `tls!` ones.
+#[derive(Debug, Clone, Default)]
+pub struct Dialer {
+    tls: Option<TlsClient>,
+}
+
+impl Dialer {
+    /// A dialer that speaks TLS as `tls` says.
+    pub fn with_tls(tls: TlsClient) -> Dialer {
+        Dialer { tls: Some(tls) }
+    }
+
+    /// Connects to `addr`.
+    pub async fn dial(&self, addr: &Addr) -> io::Result<Box<dyn Stream>> {
+        Ok(match addr {
+            Addr::Tcp { host, port } => Box::new(dial_tcp(host, *port).await?),
+            Addr::Tls { host, port } => {
+                let tls = self.tls.as_ref().ok_or_else(|| needs("a CA to dial"))?;
+                Box::new(tls.connect(host, dial_tcp(host, *port).await?).await?)
+            }
+            Addr::Unix(path) => Box::new(UnixStream::connect(path).await?),
+        })
+    }
+}
+
+/// A listening socket of any kind.
 #[derive(Debug)]
 pub enum Listener {
     /// A TCP socket.
     Tcp(TcpListener),
+    /// A TCP socket whose connections speak TLS.
+    Tls(TcpListener, TlsServer),
     /// A Unix domain socket and the path it is bound to.
     Unix(UnixListener, PathBuf),
 }
@@ -133,6 +208,9 @@ pub struct Peer {
     /// The uid of the process that connected to a unix socket, as the
     /// kernel reports it (SO_PEERCRED).
     pub uid: Option<u32>,
+    /// The name (subject common name) in the client certificate of a TLS
+    /// peer, which its CA vouched for.
+    pub cert_name: Option<String>,
 }
 
 impl Peer {
@@ -151,24 +229,106 @@ impl fmt::Display for Peer {
         if let Some(uid) = self.uid {
             write!(f, " (uid {uid})")?;
         }
+        if let Some(name) = &self.cert_name {
+            write!(f, " (certificate {name})")?;
+        }
         Ok(())
     }
 }
 
+/// A connection accepted, its handshake (if any) yet to run.
+#[derive(Debug)]
+pub struct Incoming {
+    link: Link,
+    peer: Peer,
+}
+
+enum Link {
+    Ready(Box<dyn Stream>),
+    Tls(TcpStream, TlsServer),
+}
+
+impl fmt::Debug for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Link::Ready(_) => "Ready",
+            Link::Tls(..) => "Tls",
+        })
+    }
+}
+
+/// An accepted connection once its handshake has run.
+pub enum Established {
+    /// Ready to carry 9P.
+    Ready(Box<dyn Stream>, Peer),
+    /// The peer spoke something other than TLS to a TLS port: the stream
+    /// as it came, to be told so.
+    NotTls(Box<dyn Stream>, Peer),
+}
+
+impl fmt::Debug for Established {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Established::Ready(_, peer) => write!(f, "Ready({peer})"),
+            Established::NotTls(_, peer) => write!(f, "NotTls({peer})"),
+        }
+    }
+}
+
+impl Incoming {
+    /// Who connected, as far as is known before any handshake.
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    /// Runs the connection's handshake, if it has one.
+    pub async fn establish(self) -> io::Result<Established> {
+        let Incoming { link, mut peer } = self;
+        Ok(match link {
+            Link::Ready(stream) => Established::Ready(stream, peer),
+            Link::Tls(tcp, tls) => match tls.accept(tcp).await? {
+                Accepted::Tls(stream, name) => {
+                    peer.cert_name = name;
+                    Established::Ready(stream, peer)
+                }
+                Accepted::NotTls(tcp) => Established::NotTls(Box::new(tcp), peer),
+            },
+        })
+    }
+}
+
 impl Listener {
-    /// Waits for the next connection.
+    /// Waits for the next connection, and runs its handshake.
     pub async fn accept(&self) -> io::Result<Conn> {
         let (stream, peer) = self.accept_peer().await?;
         Ok((stream, peer.name))
     }
 
-    /// Waits for the next connection, and tells who made it.
+    /// Waits for the next connection, runs its handshake, and tells who
+    /// made it.
     pub async fn accept_peer(&self) -> io::Result<(Box<dyn Stream>, Peer)> {
+        match self.incoming().await?.establish().await? {
+            Established::Ready(stream, peer) => Ok((stream, peer)),
+            Established::NotTls(_, peer) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{peer}: not TLS"),
+            )),
+        }
+    }
+
+    /// Waits for the next connection; its handshake is left to run, so
+    /// that a slow one holds up nobody else.
+    pub async fn incoming(&self) -> io::Result<Incoming> {
         match self {
-            Listener::Tcp(l) => {
-                let (s, peer) = l.accept().await?;
+            Listener::Tcp(l) | Listener::Tls(l, _) => {
+                let (s, addr) = l.accept().await?;
                 s.set_nodelay(true)?;
-                Ok((Box::new(s), Peer::named(peer.to_string())))
+                let peer = Peer::named(addr.to_string());
+                let link = match self {
+                    Listener::Tls(_, tls) => Link::Tls(s, tls.clone()),
+                    _ => Link::Ready(Box::new(s)),
+                };
+                Ok(Incoming { link, peer })
             }
             Listener::Unix(l, path) => {
                 let (s, _) = l.accept().await?;
@@ -178,8 +338,12 @@ impl Listener {
                 let peer = Peer {
                     name: path.display().to_string(),
                     uid,
+                    cert_name: None,
                 };
-                Ok((Box::new(s), peer))
+                Ok(Incoming {
+                    link: Link::Ready(Box::new(s)),
+                    peer,
+                })
             }
         }
     }
@@ -189,10 +353,11 @@ impl Listener {
         match self {
             Listener::Tcp(l) => {
                 let a = l.local_addr()?;
-                Ok(Addr::Tcp {
-                    host: a.ip().to_string(),
-                    port: a.port(),
-                })
+                Ok(tcp(&a.ip().to_string(), a.port()))
+            }
+            Listener::Tls(l, _) => {
+                let a = l.local_addr()?;
+                Ok(tls(&a.ip().to_string(), a.port()))
             }
             Listener::Unix(_, path) => Ok(Addr::Unix(path.clone())),
         }
