@@ -312,7 +312,7 @@ async fn peer_credentials_prove_each_local_user() {
     )
     .await;
     // Every local user may connect; the kernel tells the server who did.
-    rustix::fs::chmod(&scene.sock(), rustix::fs::Mode::from_raw_mode(0o666)).unwrap();
+    rustix::fs::chmod(scene.sock(), rustix::fs::Mode::from_raw_mode(0o666)).unwrap();
     let as_user = |id: u32, claim: u32, path: &str| {
         let script = format!(
             "echo hi | {NINEP} create -a {} --uname '' --n-uname {claim} {path}",
