@@ -1,5 +1,8 @@
 //! Plan 9 dial strings: `tcp!host!port`, `tls!host!port`, `unix!/path`,
-//! and the `host:port` form people type. The default 9P port is 564.
+//! and the `host:port` form people type; and, for dialing only, a command
+//! to speak to through a pipe: `exec!COMMAND`, or `ssh!host!DIR` for
+//! `ninep serve --stdio DIR` run on `host` by ssh. The default 9P port is
+//! 564.
 
 use std::fmt;
 use std::io;
@@ -9,6 +12,7 @@ use std::str::FromStr;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
+use crate::exec::Piped;
 use crate::tls::{Accepted, TlsClient, TlsServer};
 
 /// The port 9P servers listen on unless told otherwise.
@@ -34,12 +38,31 @@ pub enum Addr {
     },
     /// `unix!/path`.
     Unix(PathBuf),
+    /// `exec!COMMAND`: the standard input and output of `sh -c COMMAND`.
+    Exec(String),
 }
 
 impl FromStr for Addr {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Addr, String> {
+        if let Some(command) = s.strip_prefix("exec!").filter(|c| !c.trim().is_empty()) {
+            return Ok(Addr::Exec(command.to_owned()));
+        }
+        if let Some(rest) = s.strip_prefix("ssh!")
+            && let Some((host, dir)) = rest.split_once('!')
+            && !host.is_empty()
+            && !dir.is_empty()
+        {
+            // ssh hands the remote shell its words joined: the directory
+            // is quoted for that shell, and each word again for ours.
+            let remote = ["ninep", "serve", "--stdio", &quote(dir)].map(quote);
+            return Ok(Addr::Exec(format!(
+                "exec ssh -T {} {}",
+                quote(host),
+                remote.join(" ")
+            )));
+        }
         let bad = || {
             format!("bad address {s:?}: want tcp!host!port, tls!host!port, unix!/path or host:port")
         };
@@ -79,6 +102,11 @@ impl FromStr for Addr {
     }
 }
 
+/// `word` quoted for a POSIX shell.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
 fn tcp(host: &str, port: u16) -> Addr {
     Addr::Tcp {
         host: host.to_owned(),
@@ -110,6 +138,7 @@ impl fmt::Display for Addr {
             Addr::Tcp { host, port } => write!(f, "tcp!{host}!{port}"),
             Addr::Tls { host, port } => write!(f, "tls!{host}!{port}"),
             Addr::Unix(path) => write!(f, "unix!{}", path.display()),
+            Addr::Exec(command) => write!(f, "exec!{command}"),
         }
     }
 }
@@ -150,6 +179,12 @@ impl Addr {
                 }
                 Listener::Unix(UnixListener::bind(path)?, path.clone())
             }
+            Addr::Exec(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "exec! is for dialing; to serve a pipe, use --stdio",
+                ));
+            }
         })
     }
 }
@@ -184,6 +219,7 @@ impl Dialer {
                 Box::new(tls.connect(host, dial_tcp(host, *port).await?).await?)
             }
             Addr::Unix(path) => Box::new(UnixStream::connect(path).await?),
+            Addr::Exec(command) => Box::new(Piped::spawn(command)?),
         })
     }
 }
@@ -398,6 +434,19 @@ mod tests {
             assert!(bad.parse::<Addr>().is_err(), "{bad}");
         }
         assert_eq!(parse("tcp!h!1").to_string(), "tcp!h!1");
+        assert_eq!(parse("tls!h!1").to_string(), "tls!h!1");
+        assert_eq!(parse("tls!h"), tls("h", 564));
+        assert_eq!(
+            parse("exec!ninep serve --stdio a!b"),
+            Addr::Exec("ninep serve --stdio a!b".into())
+        );
+        assert_eq!(
+            parse("ssh!me@h!/srv"),
+            Addr::Exec(r#"exec ssh -T 'me@h' 'ninep' 'serve' '--stdio' ''\''/srv'\'''"#.into())
+        );
+        for bad in ["exec!", "exec! ", "ssh!h", "ssh!!d", "tls!"] {
+            assert!(bad.parse::<Addr>().is_err(), "{bad}");
+        }
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@
 #![warn(clippy::unwrap_used)]
 
 mod dial;
+mod exec;
 mod framing;
 mod tls;
 mod writer;
