@@ -47,7 +47,8 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     tls_client_ca: Option<PathBuf>,
     /// Map certificate names to users by this file's rules (a line each:
-    /// the name in a certificate, then the user's); by default a
+    /// the name in a certificate, then the user's as the last word); by
+    /// default a
     /// certificate's name is its user's (CN=uname).
     #[arg(long, value_name = "FILE", requires = "tls_client_ca")]
     tls_names: Option<PathBuf>,
