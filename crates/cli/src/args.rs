@@ -2,12 +2,14 @@
 
 use anyhow::{Context, Result};
 use ninep_client::{Client, Fsys, Options};
+
+use crate::auth::ClientArgs;
 use ninep_wire::{Dialect, NONUNAME};
 
 /// The server to talk to and how to attach to it.
 #[derive(clap::Args)]
 pub struct ServerArgs {
-    /// Server address: tcp!host!port, unix!/path or host:port.
+    /// Server address: tcp!host!port, tls!host!port, unix!/path or host:port.
     #[arg(
         short = 'a',
         long = "addr",
@@ -30,6 +32,8 @@ pub struct ServerArgs {
     /// msize to ask for (the server may grant less).
     #[arg(long, default_value_t = Options::default().msize)]
     pub msize: u32,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 impl ServerArgs {
@@ -54,10 +58,18 @@ impl ServerArgs {
             dialect: self.dialect,
             msize: self.msize,
         };
-        let client = Client::connect_with(addr, options)
+        let client = Client::dial(addr, &self.client.dialer()?, options)
             .await
             .with_context(|| addr.to_owned())?;
-        Ok(client.attach_as(&self.uname, n_uname, &self.aname).await?)
+        let fsys = match self.client.prover() {
+            None => client.attach_as(&self.uname, n_uname, &self.aname).await?,
+            Some(prover) => {
+                client
+                    .attach_proven(&self.uname, n_uname, &self.aname, &prover)
+                    .await?
+            }
+        };
+        Ok(fsys)
     }
 }
 

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use ninep_client::{Client, Options};
+use ninep_client::{Client, Dialer, Options};
 use ninep_server::{Error, Result};
 use ninep_wire::{Dialect, Errno, Qid};
 use parking_lot::Mutex;
@@ -110,16 +110,18 @@ pub(crate) struct Upstreams {
     window: usize,
     read_ahead: u64,
     options: Options,
+    dialer: Dialer,
 }
 
 impl Upstreams {
-    pub fn new(window: usize, read_ahead: u64, options: Options) -> Upstreams {
+    pub fn new(window: usize, read_ahead: u64, options: Options, dialer: Dialer) -> Upstreams {
         Upstreams {
             conns: tokio::sync::Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(LOCAL + 1),
             window: window.max(1),
             read_ahead,
             options,
+            dialer,
         }
     }
 
@@ -131,7 +133,7 @@ impl Upstreams {
         if let Some(up) = conns.get(addr).filter(|up| !up.client.is_closed()) {
             return Ok(up.clone());
         }
-        let dial = Client::connect_with(addr, self.options.clone());
+        let dial = Client::dial(addr, &self.dialer, self.options.clone());
         let client = tokio::time::timeout(DIAL_TIMEOUT, dial)
             .await
             .map_err(|_| std::io::Error::from_raw_os_error(Errno::ETIMEDOUT.0 as i32))??;
