@@ -69,11 +69,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NINEP_LOG")
-                // fuser reports as an error its second try at unmounting
-                // what `fusermount3 -u` already unmounted.
-                .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new("warn,fuser::mnt::fuse_pure=off")
-                }),
+                // fuser warns of its second try at unmounting what
+                // `fusermount3 -u` already unmounted.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,fuser::mnt=off")),
         )
         .with_writer(std::io::stderr)
         .init();

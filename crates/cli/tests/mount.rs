@@ -1,9 +1,11 @@
 //! `ninep mount` as a process: a server's tree appears in the mount point,
-//! and `fusermount3 -u` or SIGTERM end it cleanly.
+//! and `fusermount3 -u` or SIGTERM end it cleanly, saying nothing but
+//! where it mounted.
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 mod common;
@@ -22,7 +24,7 @@ async fn mount_serve_and_unmount() {
         let mut mount = Command::new(bin)
             .args(["mount", "-a", &addr, "--uname", "root", "--n-uname", "0"])
             .arg(&mnt)
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .unwrap();
@@ -58,6 +60,14 @@ async fn mount_serve_and_unmount() {
             .expect("exit")
             .unwrap();
         assert!(status.success(), "{how}: {status}");
+        let mut said = String::new();
+        let mut stderr = mount.stderr.take().unwrap();
+        stderr.read_to_string(&mut said).await.unwrap();
+        assert_eq!(
+            said,
+            format!("ninep: {addr} mounted on {}\n", mnt.display()),
+            "{how}"
+        );
         assert_eq!(
             std::fs::read_dir(&mnt).unwrap().count(),
             0,

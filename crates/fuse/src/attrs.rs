@@ -4,12 +4,12 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fuser::{FileAttr, FileType, TimeOrNow};
+use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
 use ninep_client::{Fid, FileInfo, FsStats, SetAttr, SetTime};
 use ninep_wire::consts::unix;
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid};
 
-use crate::{Conn, Errno32, Inner, errno, fail};
+use crate::{Conn, Inner, KernelErrno, errno, fail};
 
 fn time(sec: u64, nsec: u64) -> SystemTime {
     UNIX_EPOCH + Duration::new(sec, nsec.min(999_999_999) as u32)
@@ -58,7 +58,7 @@ fn kernel_rdev(rdev: u64) -> u32 {
 
 impl Conn {
     /// The file's qid and attributes (with inode number 0).
-    pub async fn attr(&self, fid: &Fid) -> Result<(Qid, FileAttr), Errno32> {
+    pub async fn attr(&self, fid: &Fid) -> Result<(Qid, FileAttr), KernelErrno> {
         let info = fid.stat().await.map_err(errno)?;
         Ok((info.qid, self.info_attr(&info)))
     }
@@ -72,7 +72,7 @@ impl Conn {
             _ => 1,
         };
         FileAttr {
-            ino: 0,
+            ino: INodeNo(0),
             size: info.size,
             blocks: info.blocks,
             atime: time(info.atime, u64::from(info.atime_nsec)),
@@ -94,7 +94,12 @@ impl Conn {
 impl Inner {
     /// Walks `name` in `parent` and makes (or finds) its inode; one more
     /// lookup of it is counted.
-    pub async fn lookup(&self, parent: u64, name: &Name, user: u32) -> Result<FileAttr, Errno32> {
+    pub async fn lookup(
+        &self,
+        parent: u64,
+        name: &Name,
+        user: u32,
+    ) -> Result<FileAttr, KernelErrno> {
         // The name may be of a file being written: the attributes must
         // include what was written.
         self.settle_writes(|_, _| true).await;
@@ -131,13 +136,19 @@ impl Inner {
         (qid, mut attr): (Qid, FileAttr),
     ) -> FileAttr {
         let mut nodes = self.nodes();
-        attr.ino = nodes.found(parent, name.clone(), user, fid, qid, &attr);
-        nodes.given(attr.ino, attr);
+        let ino = nodes.found(parent, name.clone(), user, fid, qid, &attr);
+        attr.ino = INodeNo(ino);
+        nodes.given(ino, attr);
         attr
     }
 
     /// The attributes of `ino`, through the open file `fh` if given.
-    pub async fn attr_of(&self, ino: u64, fh: Option<u64>, user: u32) -> Result<FileAttr, Errno32> {
+    pub async fn attr_of(
+        &self,
+        ino: u64,
+        fh: Option<u64>,
+        user: u32,
+    ) -> Result<FileAttr, KernelErrno> {
         // The server's size and times must include every write made.
         self.settle_writes(|_, h| h.ino == ino).await;
         // Under loose caching, as trusted as the kernel may trust them.
@@ -162,7 +173,7 @@ impl Inner {
             Some(found) => found,
             None => self.conn.attr(&*self.fid(ino, user).await?).await?,
         };
-        attr.ino = ino;
+        attr.ino = INodeNo(ino);
         self.nodes().given(ino, attr);
         Ok(attr)
     }
@@ -175,7 +186,7 @@ impl Inner {
         fh: Option<u64>,
         user: u32,
         mut set: SetAttr,
-    ) -> Result<FileAttr, Errno32> {
+    ) -> Result<FileAttr, KernelErrno> {
         // Any change changes the inode (ctime), as in Linux; a truncation
         // comes after the writes made before it.
         set.ctime = set != SetAttr::default();
@@ -214,13 +225,13 @@ impl Inner {
     }
 
     /// The target of the symbolic link `ino`.
-    pub async fn readlink(&self, ino: u64, user: u32) -> Result<String, Errno32> {
+    pub async fn readlink(&self, ino: u64, user: u32) -> Result<String, KernelErrno> {
         let fid = self.fid(ino, user).await?;
         fid.readlink().await.map_err(errno)
     }
 
     /// statfs(2)'s figures for the file system holding `ino`.
-    pub async fn statfs(&self, ino: u64, user: u32) -> Result<FsStats, Errno32> {
+    pub async fn statfs(&self, ino: u64, user: u32) -> Result<FsStats, KernelErrno> {
         let fid = self.fid(ino, user).await?;
         fid.statfs().await.map_err(errno)
     }

@@ -7,7 +7,7 @@ use ninep_client::File;
 use ninep_wire::{Dialect, Dirent, Qid, Treaddir, convert};
 
 use crate::attrs::file_type;
-use crate::{Errno32, Inner, errno};
+use crate::{Inner, KernelErrno, errno};
 
 /// One directory entry, with the offset that resumes after it.
 #[derive(Debug, Clone)]
@@ -26,7 +26,7 @@ impl Inner {
         ino: u64,
         fh: u64,
         offset: u64,
-    ) -> Result<Vec<(u64, Entry)>, Errno32> {
+    ) -> Result<Vec<(u64, Entry)>, KernelErrno> {
         let h = self.handle(fh)?;
         let entries = if self.conn.dialect == Dialect::L {
             self.read_entries(&h.file, offset).await?
@@ -53,7 +53,7 @@ impl Inner {
     }
 
     /// One Treaddir's worth of entries from cookie `offset`.
-    async fn read_entries(&self, file: &File, offset: u64) -> Result<Vec<Entry>, Errno32> {
+    async fn read_entries(&self, file: &File, offset: u64) -> Result<Vec<Entry>, KernelErrno> {
         let msg = Treaddir {
             fid: file.fid().number(),
             offset,
@@ -76,7 +76,7 @@ impl Inner {
 
 /// A 9P2000 or .u directory's entries, read whole; the offset after each
 /// is its index plus one.
-async fn read_listing(file: &File) -> Result<Vec<Entry>, Errno32> {
+async fn read_listing(file: &File) -> Result<Vec<Entry>, KernelErrno> {
     // The server lists neither `.` nor `..`; the kernel's readers expect both.
     let dot = |name: &str, next| Entry {
         name: name.to_owned(),

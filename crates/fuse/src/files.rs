@@ -2,18 +2,17 @@
 //! kernel told which may keep their pages.
 
 use bytes::Bytes;
-use fuser::FileAttr;
-use fuser::consts::{FOPEN_DIRECT_IO, FOPEN_KEEP_CACHE};
+use fuser::{FileAttr, FopenFlags};
 use ninep_client::File;
 use ninep_wire::consts::dotl;
 use ninep_wire::{Errno, Name, Qid, QidType};
 
-use crate::{Cache, Errno32, Handle, Inner, errno, fail};
+use crate::{Cache, Handle, Inner, KernelErrno, errno, fail};
 
 /// A file just opened: its handle and FOPEN flags.
 pub(crate) struct Opened {
     pub fh: u64,
-    pub flags: u32,
+    pub flags: FopenFlags,
 }
 
 /// The kernel's open flags less those that mean nothing to the server once
@@ -40,14 +39,14 @@ impl Inner {
     /// for exact files (synthetic ones, of qid.version 0, and those of
     /// unknown length); else keep the cached pages if the file has not
     /// changed since they were read.
-    fn fopen_flags(&self, ino: u64, qid: Qid, exact: bool) -> u32 {
+    fn fopen_flags(&self, ino: u64, qid: Qid, exact: bool) -> FopenFlags {
         if self.cache == Cache::None || qid.ty.is_dir() || exact {
-            return FOPEN_DIRECT_IO;
+            return FopenFlags::FOPEN_DIRECT_IO;
         }
         if self.nodes().keep_cache(ino, qid.version) {
-            FOPEN_KEEP_CACHE
+            FopenFlags::FOPEN_KEEP_CACHE
         } else {
-            0
+            FopenFlags::empty()
         }
     }
 
@@ -65,7 +64,7 @@ impl Inner {
     }
 
     /// Opens `ino` for `user` with (9P2000.L) open flags `flags`.
-    pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, Errno32> {
+    pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, KernelErrno> {
         let flags = server_flags(flags);
         if flags & dotl::O_TRUNC != 0 {
             // Its size and times, and maybe its set-id bits, change.
@@ -93,7 +92,7 @@ impl Inner {
     }
 
     /// A fid of `user`'s on `ino` opened with `flags`.
-    async fn open_fid(&self, ino: u64, user: u32, flags: u32) -> Result<File, Errno32> {
+    async fn open_fid(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
         let fresh = self.fresh_fid(ino, user).await?;
         fresh.open(flags).await.map_err(errno)
     }
@@ -108,7 +107,7 @@ impl Inner {
         perm: u32,
         gid: u32,
         flags: u32,
-    ) -> Result<(FileAttr, Opened), Errno32> {
+    ) -> Result<(FileAttr, Opened), KernelErrno> {
         let mut flags = server_flags(flags);
         if self.cache.writes_back() {
             flags = writeback_flags(flags);
@@ -127,17 +126,24 @@ impl Inner {
             .entries_changed(parent, std::time::SystemTime::now());
         let attr = self.found(parent, name, user, None, attrs);
         // A new file has no capabilities: writes need not ask.
-        self.without_caps(attr.ino, true);
+        let ino = attr.ino.0;
+        self.without_caps(ino, true);
         // Its data are those written through the kernel: their length is known.
         let exact = file.qid().version == 0;
-        let fopen = self.fopen_flags(attr.ino, file.qid(), exact);
+        let fopen = self.fopen_flags(ino, file.qid(), exact);
         let behind = self.writes_behind(file.qid(), flags, exact);
-        let fh = self.add_handle(file, attr.ino, user, exact, behind);
+        let fh = self.add_handle(file, ino, user, exact, behind);
         Ok((attr, Opened { fh, flags: fopen }))
     }
 
     /// Up to `size` bytes at `offset` of the open file `fh` on `ino`.
-    pub async fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Result<Bytes, Errno32> {
+    pub async fn read(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        size: u32,
+    ) -> Result<Bytes, KernelErrno> {
         let h = self.handle(fh)?;
         self.settle_writes(|_, other| other.ino == ino).await;
         let mut at = offset;
@@ -168,7 +174,13 @@ impl Inner {
 
     /// Writes `data` at `offset` of the open file `fh` on `ino`: at once,
     /// or in the background for a file that writes behind.
-    pub async fn write(&self, ino: u64, fh: u64, offset: u64, data: Bytes) -> Result<u32, Errno32> {
+    pub async fn write(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<u32, KernelErrno> {
         let h = self.handle(fh)?;
         let len = data.len() as u32;
         match &h.behind {
@@ -187,14 +199,14 @@ impl Inner {
 
     /// A close of `fh` on `ino` by `owner`: the file's writes are done,
     /// their errors reported, and the owner's record locks dropped.
-    pub async fn close(&self, ino: u64, fh: u64, owner: u64) -> Result<(), Errno32> {
+    pub async fn close(&self, ino: u64, fh: u64, owner: u64) -> Result<(), KernelErrno> {
         let written = self.flush_writes(fh).await;
         self.unlock_on_close(ino, fh, owner).await?;
         written
     }
 
     /// Waits for the writes of `fh` sent in the background; their error.
-    async fn flush_writes(&self, fh: u64) -> Result<(), Errno32> {
+    async fn flush_writes(&self, fh: u64) -> Result<(), KernelErrno> {
         match &self.handle(fh)?.behind {
             Some(behind) => behind.flush().await.map_err(errno),
             None => Ok(()),
@@ -202,7 +214,7 @@ impl Inner {
     }
 
     /// Commits the open file `fh` to stable storage (`datasync`: its data).
-    pub async fn fsync(&self, fh: u64, datasync: bool) -> Result<(), Errno32> {
+    pub async fn fsync(&self, fh: u64, datasync: bool) -> Result<(), KernelErrno> {
         self.flush_writes(fh).await?;
         let h = self.handle(fh)?;
         h.file.fsync(datasync).await.map_err(errno)
@@ -212,7 +224,7 @@ impl Inner {
 impl Handle {
     /// Up to `count` bytes at `offset`, from what is read ahead if reads
     /// come in order; short of the end of the file, maybe short of `count`.
-    async fn read_some(&self, offset: u64, count: u32) -> Result<Bytes, Errno32> {
+    async fn read_some(&self, offset: u64, count: u32) -> Result<Bytes, KernelErrno> {
         self.ahead
             .read(&self.file, offset, count, false)
             .await

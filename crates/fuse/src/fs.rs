@@ -4,7 +4,6 @@
 
 use std::ffi::OsStr;
 use std::future::Future;
-use std::os::raw::c_int;
 use std::path::Path;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -12,8 +11,10 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use fuser::{
-    FileAttr, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    BsdFileFlags, FileAttr, FileHandle, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
     ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use ninep_client::{FsStats, SetAttr};
 use ninep_wire::consts::dotl;
@@ -25,13 +26,10 @@ use crate::files::Opened;
 use crate::locks::Lock;
 use crate::names::Make;
 use crate::xattrs::Xattr;
-use crate::{Errno32, Inner, fail};
+use crate::{Inner, KernelErrno, fail};
 
 /// The largest read or write the kernel is asked to send.
 pub(crate) const MAX_IO: u32 = 1 << 20;
-
-/// FUSE 7.33's capability, which fuser does not name.
-const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 
 /// The FUSE filesystem: a handle on the runtime and the shared state.
 pub(crate) struct NinepFs {
@@ -46,7 +44,7 @@ trait Answer: Send + 'static {
     /// Answers with `value`; `ttl` is how long the kernel may trust
     /// attributes and entries in it.
     fn give(self, value: Self::Value, ttl: Duration);
-    fn refuse(self, errno: Errno32);
+    fn refuse(self, errno: KernelErrno);
 }
 
 /// Implements [`Answer`] for a reply type: the value it carries, and how.
@@ -58,7 +56,7 @@ macro_rules! answer {
                 let $r = self;
                 $give
             }
-            fn refuse(self, errno: Errno32) {
+            fn refuse(self, errno: KernelErrno) {
                 self.error(errno)
             }
         }
@@ -66,13 +64,17 @@ macro_rules! answer {
 }
 
 answer!(ReplyEmpty, (), |r, (), _| r.ok());
-answer!(ReplyEntry, FileAttr, |r, attr, ttl| r.entry(&ttl, &attr, 0));
+answer!(ReplyEntry, FileAttr, |r, attr, ttl| {
+    r.entry(&ttl, &attr, Generation(0))
+});
 answer!(ReplyAttr, FileAttr, |r, attr, ttl| r.attr(&ttl, &attr));
 answer!(ReplyData, Bytes, |r, data, _| r.data(&data));
 answer!(ReplyWrite, u32, |r, n, _| r.written(n));
-answer!(ReplyOpen, Opened, |r, o, _| r.opened(o.fh, o.flags));
+answer!(ReplyOpen, Opened, |r, o, _| {
+    r.opened(FileHandle(o.fh), o.flags)
+});
 answer!(ReplyCreate, (FileAttr, Opened), |r, (attr, o), ttl| {
-    r.created(&ttl, &attr, 0, o.fh, o.flags)
+    r.created(&ttl, &attr, Generation(0), FileHandle(o.fh), o.flags)
 });
 answer!(ReplyStatfs, FsStats, |r, s, _| {
     r.statfs(
@@ -90,7 +92,7 @@ answer!(ReplyXattr, Xattr, |r, x, _| match x {
 answer!(ReplyDirectory, Vec<(u64, Entry)>, |mut r, entries, _| {
     for (ino, e) in entries {
         // The offset of an entry is the one that resumes after it.
-        if r.add(ino, e.next as i64, e.kind, &e.name) {
+        if r.add(INodeNo(ino), e.next, e.kind, &e.name) {
             break;
         }
     }
@@ -98,7 +100,7 @@ answer!(ReplyDirectory, Vec<(u64, Entry)>, |mut r, entries, _| {
 });
 
 /// A name from the kernel as 9P carries it: UTF-8, at most 255 bytes.
-fn name_of(name: &OsStr) -> Result<Name, Errno32> {
+fn name_of(name: &OsStr) -> Result<Name, KernelErrno> {
     let s = name.to_str().ok_or(fail(Errno::EINVAL))?;
     Name::new(s).map_err(|e| match e {
         NameError::TooLong(_) => fail(Errno::ENAMETOOLONG),
@@ -107,7 +109,7 @@ fn name_of(name: &OsStr) -> Result<Name, Errno32> {
 }
 
 /// An attribute name from the kernel: UTF-8.
-fn xattr_name(name: &OsStr) -> Result<String, Errno32> {
+fn xattr_name(name: &OsStr) -> Result<String, KernelErrno> {
     name.to_str().map(str::to_owned).ok_or(fail(Errno::EINVAL))
 }
 
@@ -117,7 +119,7 @@ impl NinepFs {
     /// read ahead), else as a task on the runtime.
     fn answer<A: Answer, F>(&self, reply: A, op: impl FnOnce(Arc<Inner>) -> F)
     where
-        F: Future<Output = Result<A::Value, Errno32>> + Send + 'static,
+        F: Future<Output = Result<A::Value, KernelErrno>> + Send + 'static,
     {
         let ttl = self.inner.ttl;
         let _runtime = self.runtime.enter();
@@ -144,26 +146,26 @@ impl NinepFs {
     }
 
     /// The key of the fids that serve `req`.
-    fn user(&self, req: &Request<'_>) -> u32 {
+    fn user(&self, req: &Request) -> u32 {
         self.inner.user(req.uid())
     }
 
     /// Makes `name` in `parent` and answers with the new entry.
-    fn make(&self, req: &Request<'_>, parent: u64, name: &OsStr, what: Make, reply: ReplyEntry) {
+    fn make(&self, req: &Request, parent: u64, name: &OsStr, what: Make, reply: ReplyEntry) {
         let (name, user) = (name_of(name), self.user(req));
         self.answer(reply, |inner| async move {
             inner.make(parent, &name?, user, what).await
         });
     }
 
-    fn remove(&self, req: &Request<'_>, parent: u64, name: &OsStr, rmdir: bool, reply: ReplyEmpty) {
+    fn remove(&self, req: &Request, parent: u64, name: &OsStr, rmdir: bool, reply: ReplyEmpty) {
         let (name, user) = (name_of(name), self.user(req));
         self.answer(reply, |inner| async move {
             inner.remove(parent, &name?, user, rmdir).await
         });
     }
 
-    fn open_with(&self, req: &Request<'_>, ino: u64, flags: u32, reply: ReplyOpen) {
+    fn open_with(&self, req: &Request, ino: u64, flags: u32, reply: ReplyOpen) {
         let user = self.user(req);
         self.answer(
             reply,
@@ -173,9 +175,9 @@ impl NinepFs {
 
     fn xattr(
         &self,
-        req: &Request<'_>,
+        req: &Request,
         ino: u64,
-        name: Result<String, Errno32>,
+        name: Result<String, KernelErrno>,
         size: u32,
         reply: ReplyXattr,
     ) {
@@ -187,63 +189,63 @@ impl NinepFs {
 }
 
 impl fuser::Filesystem for NinepFs {
-    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), c_int> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Record locks go to the server where it knows them; otherwise the
         // kernel keeps them, for this host only.
         if self.inner.conn.dialect == Dialect::L {
-            let _ = config.add_capabilities(fuser::consts::FUSE_POSIX_LOCKS);
+            let _ = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
         }
         // Lookups and listings in one directory need not wait for each
         // other: each is a walk or read of its own over the connection.
-        let _ = config.add_capabilities(fuser::consts::FUSE_PARALLEL_DIROPS);
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
         // O_TRUNC comes with the open, which passes it on (OTRUNC, Tlopen's
         // O_TRUNC), rather than as a setattr after: servers that refuse
         // wstat (synthetic control files) still take an overwrite.
-        let _ = config.add_capabilities(fuser::consts::FUSE_ATOMIC_O_TRUNC);
+        let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
         // Where the server sees who writes, it drops set-id bits and
         // capabilities when a file is written or truncated (as any Unix
         // file system does), and the kernel need not ask for
         // security.capability before every write.
         if self.inner.server_drops_privileges() {
-            let _ = config.add_capabilities(FUSE_HANDLE_KILLPRIV_V2);
+            let _ = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         }
         // Reads and writes of up to a MiB each (the kernel's largest), so
         // bulk transfers take few round trips; the kernel lowers what it
-        // cannot do.
+        // cannot do. fuser asks for FUSE_MAX_PAGES itself, with as many
+        // pages as the larger of the two.
         // Under loose caching writes go to the page cache and reach the
         // server a MiB at a time, on writeback, fsync and close, where an
         // error that befell them is reported.
         if self.inner.cache.writes_back() {
-            let _ = config.add_capabilities(fuser::consts::FUSE_WRITEBACK_CACHE);
+            let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
         }
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
         Ok(())
     }
 
-    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let (name, user) = (name_of(name), self.user(req));
         self.answer(reply, |inner| async move {
-            inner.lookup(parent, &name?, user).await
+            inner.lookup(parent.0, &name?, user).await
         });
     }
 
-    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
-        self.inner.nodes().forget(ino, nlookup);
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.inner.nodes().forget(ino.0, nlookup);
     }
 
-    fn getattr(&mut self, req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
-        let user = self.user(req);
-        self.answer(
-            reply,
-            |inner| async move { inner.attr_of(ino, fh, user).await },
-        );
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let (fh, user) = (fh.map(u64::from), self.user(req));
+        self.answer(reply, |inner| async move {
+            inner.attr_of(ino.0, fh, user).await
+        });
     }
 
     fn setattr(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
+        &self,
+        req: &Request,
+        ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
@@ -251,14 +253,14 @@ impl fuser::Filesystem for NinepFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        fh: Option<u64>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
-        _flags: Option<u32>,
+        _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let user = self.user(req);
+        let (fh, user) = (fh.map(u64::from), self.user(req));
         // The kernel's mode carries the file's type, which a 9P2000.u wstat
         // needs to keep a device a device.
         let set = SetAttr {
@@ -271,21 +273,21 @@ impl fuser::Filesystem for NinepFs {
             ..SetAttr::default()
         };
         self.answer(reply, |inner| async move {
-            inner.set_attr(ino, fh, user, set).await
+            inner.set_attr(ino.0, fh, user, set).await
         });
     }
 
-    fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         let user = self.user(req);
         self.answer(reply, |inner| async move {
-            inner.readlink(ino, user).await.map(Bytes::from)
+            inner.readlink(ino.0, user).await.map(Bytes::from)
         });
     }
 
     fn mknod(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
@@ -297,13 +299,13 @@ impl fuser::Filesystem for NinepFs {
             rdev,
             gid: req.gid(),
         };
-        self.make(req, parent, name, what, reply);
+        self.make(req, parent.0, name, what, reply);
     }
 
     fn mkdir(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
@@ -313,21 +315,21 @@ impl fuser::Filesystem for NinepFs {
             mode: mode & !umask & 0o7777,
             gid: req.gid(),
         };
-        self.make(req, parent, name, what, reply);
+        self.make(req, parent.0, name, what, reply);
     }
 
-    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        self.remove(req, parent, name, false, reply);
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent.0, name, false, reply);
     }
 
-    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        self.remove(req, parent, name, true, reply);
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent.0, name, true, reply);
     }
 
     fn symlink(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        parent: INodeNo,
         link_name: &OsStr,
         target: &Path,
         reply: ReplyEntry,
@@ -339,20 +341,20 @@ impl fuser::Filesystem for NinepFs {
             target,
             gid: req.gid(),
         };
-        self.make(req, parent, link_name, what, reply);
+        self.make(req, parent.0, link_name, what, reply);
     }
 
     fn rename(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        parent: INodeNo,
         name: &OsStr,
-        newparent: u64,
+        newparent: INodeNo,
         newname: &OsStr,
-        flags: u32,
+        flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        if flags != 0 {
+        if !flags.is_empty() {
             // RENAME_NOREPLACE and friends have no 9P counterpart.
             return reply.error(fail(Errno::EINVAL));
         }
@@ -360,142 +362,157 @@ impl fuser::Filesystem for NinepFs {
         let user = self.user(req);
         self.answer(reply, |inner| async move {
             inner
-                .rename(parent, &oldname?, newparent, &newname?, user)
+                .rename(parent.0, &oldname?, newparent.0, &newname?, user)
                 .await
         });
     }
 
     fn link(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        newparent: u64,
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        self.make(req, newparent, newname, Make::Link { to: ino }, reply);
+        self.make(req, newparent.0, newname, Make::Link { to: ino.0 }, reply);
     }
 
-    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        self.open_with(req, ino, flags as u32, reply);
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.open_with(req, ino.0, flags.0 as u32, reply);
     }
 
-    fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        self.open_with(req, ino, dotl::O_RDONLY | dotl::O_DIRECTORY, reply);
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.open_with(req, ino.0, dotl::O_RDONLY | dotl::O_DIRECTORY, reply);
     }
 
     fn read(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
         size: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let offset = offset.max(0) as u64;
         self.answer(reply, |inner| async move {
-            inner.read(ino, fh, offset, size).await
+            inner.read(ino.0, fh.0, offset, size).await
         });
     }
 
     fn write(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
         data: &[u8],
-        _write_flags: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let (offset, data) = (offset.max(0) as u64, Bytes::copy_from_slice(data));
+        let data = Bytes::copy_from_slice(data);
         self.answer(reply, |inner| async move {
-            inner.write(ino, fh, offset, data).await
+            inner.write(ino.0, fh.0, offset, data).await
         });
     }
 
-    fn flush(&mut self, _req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         self.answer(reply, |inner| async move {
-            inner.close(ino, fh, lock_owner).await
+            inner.close(ino.0, fh.0, lock_owner.0).await
         });
     }
 
     fn release(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         self.answer(reply, |inner| async move {
-            inner.drop_handle(fh).await;
+            inner.drop_handle(fh.0).await;
             Ok(())
         });
     }
 
     fn releasedir(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        _flags: i32,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
         self.answer(reply, |inner| async move {
-            inner.drop_handle(fh).await;
+            inner.drop_handle(fh.0).await;
             Ok(())
         });
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         self.answer(
             reply,
-            |inner| async move { inner.fsync(fh, datasync).await },
+            |inner| async move { inner.fsync(fh.0, datasync).await },
         );
     }
 
     fn readdir(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
         reply: ReplyDirectory,
     ) {
-        let offset = offset.max(0) as u64;
         self.answer(reply, |inner| async move {
-            inner.readdir(ino, fh, offset).await
+            inner.readdir(ino.0, fh.0, offset).await
         });
     }
 
     fn fsyncdir(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
         self.fsync(req, ino, fh, datasync, reply);
     }
 
-    fn statfs(&mut self, req: &Request<'_>, ino: u64, reply: ReplyStatfs) {
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         let user = self.user(req);
-        self.answer(reply, |inner| async move { inner.statfs(ino, user).await });
+        self.answer(
+            reply,
+            |inner| async move { inner.statfs(ino.0, user).await },
+        );
     }
 
     fn setxattr(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
+        &self,
+        req: &Request,
+        ino: INodeNo,
         name: &OsStr,
         value: &[u8],
         flags: i32,
@@ -506,40 +523,33 @@ impl fuser::Filesystem for NinepFs {
         let value = Bytes::copy_from_slice(value);
         self.answer(reply, |inner| async move {
             inner
-                .set_xattr(ino, user, &name?, value, flags as u32)
+                .set_xattr(ino.0, user, &name?, value, flags as u32)
                 .await
         });
     }
 
-    fn getxattr(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        name: &OsStr,
-        size: u32,
-        reply: ReplyXattr,
-    ) {
-        self.xattr(req, ino, xattr_name(name), size, reply);
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.xattr(req, ino.0, xattr_name(name), size, reply);
     }
 
-    fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         // An empty name asks for the list of names.
-        self.xattr(req, ino, Ok(String::new()), size, reply);
+        self.xattr(req, ino.0, Ok(String::new()), size, reply);
     }
 
-    fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (name, user) = (xattr_name(name), self.user(req));
         self.answer(reply, |inner| async move {
-            inner.remove_xattr(ino, user, &name?).await
+            inner.remove_xattr(ino.0, user, &name?).await
         });
     }
 
     fn getlk(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        lock_owner: u64,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
         start: u64,
         end: u64,
         typ: i32,
@@ -550,10 +560,10 @@ impl fuser::Filesystem for NinepFs {
             ty: typ as u8,
             start,
             end,
-            owner: lock_owner,
+            owner: lock_owner.0,
         };
         self.answer(reply, |inner| async move {
-            let conflict = inner.conflicting(fh, lock).await?;
+            let conflict = inner.conflicting(fh.0, lock).await?;
             // None in the way: the lock asked about, as F_UNLCK.
             Ok(conflict.unwrap_or(Lock {
                 ty: dotl::LOCK_TYPE_UNLCK,
@@ -563,11 +573,11 @@ impl fuser::Filesystem for NinepFs {
     }
 
     fn setlk(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        lock_owner: u64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
         start: u64,
         end: u64,
         typ: i32,
@@ -579,17 +589,17 @@ impl fuser::Filesystem for NinepFs {
             ty: typ as u8,
             start,
             end,
-            owner: lock_owner,
+            owner: lock_owner.0,
         };
         self.answer(reply, |inner| async move {
-            inner.set_lock(ino, fh, lock, sleep).await
+            inner.set_lock(ino.0, fh.0, lock, sleep).await
         });
     }
 
     fn create(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
@@ -601,7 +611,7 @@ impl fuser::Filesystem for NinepFs {
         self.answer(reply, |inner| async move {
             let name = name?;
             inner
-                .create(parent, &name, user, perm, gid, flags as u32)
+                .create(parent.0, &name, user, perm, gid, flags as u32)
                 .await
         });
     }

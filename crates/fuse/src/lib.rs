@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use fuser::MountOption;
+use fuser::{Config, Errno as KernelErrno, MountOption, SessionACL};
 use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, WriteBehind};
 use ninep_wire::{Dialect, Errno};
 use parking_lot::{Mutex, MutexGuard};
@@ -177,15 +177,16 @@ pub fn mount(
         inner: Arc::new(inner),
         runtime,
     };
-    let mut mount_options = vec![
+    let mut config = Config::default();
+    config.mount_options = vec![
         MountOption::FSName(options.source.clone()),
         MountOption::Subtype("ninep".into()),
         MountOption::DefaultPermissions,
     ];
     if matches!(options.access, Access::User { .. }) {
-        mount_options.push(MountOption::AllowOther);
+        config.acl = SessionACL::All;
     }
-    let session = fuser::spawn_mount2(fs, mountpoint, &mount_options)?;
+    let session = fuser::spawn_mount(fs, mountpoint, &config)?;
     readahead::widen(mountpoint, fs::MAX_IO / 1024);
     Ok(session)
 }
@@ -193,16 +194,13 @@ pub fn mount(
 /// Most bytes of one open file's writes in flight in the background.
 const WRITE_BEHIND: u64 = 8 << 20;
 
-/// An errno for the kernel.
-type Errno32 = i32;
-
 /// The kernel's errno for a failed client operation.
-fn errno(e: Error) -> Errno32 {
+fn errno(e: Error) -> KernelErrno {
     fail(e.errno())
 }
 
-fn fail(e: Errno) -> Errno32 {
-    e.0 as i32
+fn fail(e: Errno) -> KernelErrno {
+    KernelErrno::from_i32(e.0 as i32)
 }
 
 /// The connection to the server, and how this mount speaks on it.
@@ -283,7 +281,7 @@ impl Inner {
 
     /// A walked fid on `ino` for `user` (see [`Inner::user`]): the one kept,
     /// else one walked from the user's own attach along the file's path.
-    async fn fid(&self, ino: u64, user: u32) -> Result<Arc<Fid>, Errno32> {
+    async fn fid(&self, ino: u64, user: u32) -> Result<Arc<Fid>, KernelErrno> {
         if let Some(fid) = self.nodes().fid(ino, user) {
             return Ok(fid);
         }
@@ -301,7 +299,7 @@ impl Inner {
     /// itself (the next request needing one walks anew, but most files
     /// opened are next closed, removed by name or opened again), else a
     /// clone of the one kept or one walked along the path, in one request.
-    async fn fresh_fid(&self, ino: u64, user: u32) -> Result<Fid, Errno32> {
+    async fn fresh_fid(&self, ino: u64, user: u32) -> Result<Fid, KernelErrno> {
         if let Some(fid) = self.nodes().take_fid(ino, user) {
             return Ok(fid);
         }
@@ -313,7 +311,7 @@ impl Inner {
     }
 
     /// A new fid walked from `user`'s attach along the path of `ino`.
-    async fn walk_to(&self, ino: u64, user: u32) -> Result<Fid, Errno32> {
+    async fn walk_to(&self, ino: u64, user: u32) -> Result<Fid, KernelErrno> {
         let kept = self.nodes().fid(ROOT, user);
         let root = match kept {
             Some(root) => root,
@@ -330,7 +328,7 @@ impl Inner {
     }
 
     /// The root of a new attach for `user` (per-user access only).
-    async fn attach(&self, user: u32) -> Result<Arc<Fid>, Errno32> {
+    async fn attach(&self, user: u32) -> Result<Arc<Fid>, KernelErrno> {
         let Access::User { aname, .. } = &self.access else {
             return Err(fail(Errno::EIO));
         };
@@ -345,7 +343,7 @@ impl Inner {
         Ok(self.nodes().fid(ROOT, user).unwrap_or(root))
     }
 
-    fn handle(&self, fh: u64) -> Result<Arc<Handle>, Errno32> {
+    fn handle(&self, fh: u64) -> Result<Arc<Handle>, KernelErrno> {
         self.handles
             .lock()
             .get(&fh)

@@ -7,7 +7,7 @@ use ninep_client::File;
 use ninep_wire::consts::dotl;
 use ninep_wire::{Errno, Tgetlock, Tlock};
 
-use crate::{Errno32, Inner, errno, fail};
+use crate::{Inner, KernelErrno, errno, fail};
 
 /// A POSIX record lock as the kernel gives it: type (F_RDLCK, F_WRLCK,
 /// F_UNLCK, which are 9P2000.L's numbers too), an inclusive byte range and
@@ -42,7 +42,13 @@ impl Lock {
 impl Inner {
     /// Takes, changes or drops `lock` on `ino` through the open file `fh`.
     /// `wait`: until no other owner holds a conflicting lock.
-    pub async fn set_lock(&self, ino: u64, fh: u64, lock: Lock, wait: bool) -> Result<(), Errno32> {
+    pub async fn set_lock(
+        &self,
+        ino: u64,
+        fh: u64,
+        lock: Lock,
+        wait: bool,
+    ) -> Result<(), KernelErrno> {
         if lock.ty != dotl::LOCK_TYPE_UNLCK {
             self.locked.lock().insert((ino, lock.owner));
         }
@@ -51,7 +57,7 @@ impl Inner {
     }
 
     /// A close of `fh` by `owner` drops the owner's record locks on `ino`.
-    pub async fn unlock_on_close(&self, ino: u64, fh: u64, owner: u64) -> Result<(), Errno32> {
+    pub async fn unlock_on_close(&self, ino: u64, fh: u64, owner: u64) -> Result<(), KernelErrno> {
         if !self.locked.lock().remove(&(ino, owner)) {
             return Ok(());
         }
@@ -67,7 +73,7 @@ impl Inner {
 
     /// The lock that would stop `lock` being taken through the open file
     /// `fh`, if any (F_GETLK).
-    pub async fn conflicting(&self, fh: u64, lock: Lock) -> Result<Option<Lock>, Errno32> {
+    pub async fn conflicting(&self, fh: u64, lock: Lock) -> Result<Option<Lock>, KernelErrno> {
         let h = self.handle(fh)?;
         let msg = Tgetlock {
             fid: h.file.fid().number(),
@@ -96,7 +102,7 @@ impl Inner {
     /// Sends `lock` for `file`. `wait`: retry while another owner holds a
     /// conflicting lock, as Linux's client does (servers answer "blocked"
     /// rather than hold the request).
-    async fn lock(&self, file: &File, lock: Lock, wait: bool) -> Result<(), Errno32> {
+    async fn lock(&self, file: &File, lock: Lock, wait: bool) -> Result<(), KernelErrno> {
         let mut pause = Duration::from_millis(10);
         loop {
             let msg = Tlock {

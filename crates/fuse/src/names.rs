@@ -7,7 +7,7 @@ use fuser::FileAttr;
 use ninep_client::Node;
 use ninep_wire::Name;
 
-use crate::{Errno32, Inner, errno};
+use crate::{Inner, KernelErrno, errno};
 
 /// A new directory entry to make.
 pub(crate) enum Make {
@@ -61,7 +61,7 @@ impl Inner {
         name: &Name,
         user: u32,
         what: Make,
-    ) -> Result<FileAttr, Errno32> {
+    ) -> Result<FileAttr, KernelErrno> {
         let dir = self.fid(parent, user).await?;
         let at = name.as_str();
         let what_links = match what {
@@ -93,7 +93,7 @@ impl Inner {
         name: &Name,
         user: u32,
         dir_only: bool,
-    ) -> Result<(), Errno32> {
+    ) -> Result<(), KernelErrno> {
         let dir = self.fid(parent, user).await?;
         dir.unlink_at(name.as_str(), dir_only)
             .await
@@ -116,7 +116,7 @@ impl Inner {
         newparent: u64,
         newname: &Name,
         user: u32,
-    ) -> Result<(), Errno32> {
+    ) -> Result<(), KernelErrno> {
         let from = self.fid(parent, user).await?;
         let to = self.fid(newparent, user).await?;
         from.rename_at(oldname, &to, newname).await.map_err(errno)?;

@@ -31,7 +31,7 @@ use fuser::{FileAttr, FileType};
 use ninep_client::Fid;
 use ninep_wire::{Name, Qid};
 
-pub(crate) const ROOT: u64 = fuser::FUSE_ROOT_ID;
+pub(crate) const ROOT: u64 = fuser::INodeNo::ROOT.0;
 
 struct Node {
     /// Walked (never opened) fids on the file, by the uid that owns them.

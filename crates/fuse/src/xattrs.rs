@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use ninep_wire::{Dialect, Errno};
 
-use crate::{Errno32, Inner, errno, fail};
+use crate::{Inner, KernelErrno, errno, fail};
 
 /// The attribute holding a file's capabilities.
 const CAPABILITY: &str = "security.capability";
@@ -25,7 +25,7 @@ impl Inner {
         user: u32,
         name: &str,
         size: u32,
-    ) -> Result<Xattr, Errno32> {
+    ) -> Result<Xattr, KernelErrno> {
         self.has_xattrs()?;
         // The kernel asks for this before every write through the page
         // cache, to drop it. A file seen without one keeps that answer until
@@ -63,7 +63,7 @@ impl Inner {
         name: &str,
         value: Bytes,
         flags: u32,
-    ) -> Result<(), Errno32> {
+    ) -> Result<(), KernelErrno> {
         self.has_xattrs()?;
         if name == CAPABILITY {
             self.without_caps(ino, false);
@@ -73,14 +73,14 @@ impl Inner {
     }
 
     /// Removes attribute `name` of `ino`.
-    pub async fn remove_xattr(&self, ino: u64, user: u32, name: &str) -> Result<(), Errno32> {
+    pub async fn remove_xattr(&self, ino: u64, user: u32, name: &str) -> Result<(), KernelErrno> {
         self.has_xattrs()?;
         let fid = self.fid(ino, user).await?;
         fid.remove_xattr(name).await.map_err(errno)
     }
 
     /// Extended attributes are 9P2000.L's alone.
-    fn has_xattrs(&self) -> Result<(), Errno32> {
+    fn has_xattrs(&self) -> Result<(), KernelErrno> {
         match self.conn.dialect {
             Dialect::L => Ok(()),
             _ => Err(fail(Errno::EOPNOTSUPP)),
