@@ -183,6 +183,7 @@ impl Inner {
     ) -> Result<u32, KernelErrno> {
         let h = self.handle(fh)?;
         let len = data.len() as u32;
+        self.forget_read_ahead(ino).await;
         match &h.behind {
             Some(behind) => {
                 // Writes through other open files go first, as they were made.
