@@ -67,8 +67,10 @@ impl Inner {
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, KernelErrno> {
         let flags = server_flags(flags);
         if flags & dotl::O_TRUNC != 0 {
-            // Its size and times, and maybe its set-id bits, change.
+            // Its size and times, and maybe its set-id bits, change, and
+            // what was read ahead of it is gone.
             self.nodes().changed(ino);
+            self.forget_read_ahead(ino).await;
         }
         let file = if self.cache.writes_back() && writeback_flags(flags) != flags {
             match self.open_fid(ino, user, writeback_flags(flags)).await {
