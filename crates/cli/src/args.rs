@@ -1,13 +1,14 @@
 //! Flags shared by the subcommands that talk to a server.
 
 use anyhow::{Context, Result};
-use ninep_client::{Client, Fsys, Options};
+use ninep_client::{Fsys, Options};
 use ninep_wire::{Dialect, NONUNAME};
 
 /// The server to talk to and how to attach to it.
 #[derive(clap::Args)]
 pub struct ServerArgs {
-    /// Server address: tcp!host!port, unix!/path or host:port.
+    /// Server address: tcp!host!port, unix!/path or host:port, or through
+    /// a gateway's /net: GW:/DIR/tcp!host!port.
     #[arg(
         short = 'a',
         long = "addr",
@@ -54,7 +55,8 @@ impl ServerArgs {
             dialect: self.dialect,
             msize: self.msize,
         };
-        let client = Client::connect_with(addr, options)
+        // Through a gateway's /net if the address says so.
+        let client = ninep_devices::dial::connect(addr, options, &self.uname)
             .await
             .with_context(|| addr.to_owned())?;
         Ok(client.attach_as(&self.uname, n_uname, &self.aname).await?)
@@ -70,14 +72,15 @@ pub fn parse_dialect(s: &str) -> Result<Dialect, String> {
 }
 
 /// A file named on the command line: `ADDR:/PATH` on a 9P server (the
-/// dial string up to the first `:/`), or anything else, a local path.
+/// dial string up to the last `:/`, so that ADDR may itself go through a
+/// gateway), or anything else, a local path.
 pub enum Place<'a> {
     Remote { addr: &'a str, path: &'a str },
     Local(&'a str),
 }
 
 pub fn place(arg: &str) -> Place<'_> {
-    match arg.find(":/") {
+    match arg.rfind(":/") {
         Some(at) if at > 0 => Place::Remote {
             addr: &arg[..at],
             path: &arg[at + 1..],
@@ -96,6 +99,11 @@ mod tests {
             ("tcp!127.0.0.1!5640:/big", "tcp!127.0.0.1!5640", "/big"),
             ("localhost:564:/a/b", "localhost:564", "/a/b"),
             ("unix!/tmp/9p.sock:/x", "unix!/tmp/9p.sock", "/x"),
+            (
+                "tcp!gw!564:/tcp!10.0.0.2!564:/x",
+                "tcp!gw!564:/tcp!10.0.0.2!564",
+                "/x",
+            ),
         ] {
             match place(arg) {
                 Place::Remote { addr: a, path: p } => assert_eq!((a, p), (addr, path), "{arg}"),

@@ -7,6 +7,8 @@ mod args;
 mod bench;
 mod cp;
 mod decode;
+mod devices;
+mod dial;
 mod http;
 mod mount;
 mod mux;
@@ -28,7 +30,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve a file tree over 9P: ramfs or taskbag.
+    /// Serve a file tree over 9P: a directory, ramfs, taskbag, pipe or net.
     Serve(serve::Args),
     /// List a directory.
     Ls(verbs::LsArgs),
@@ -62,6 +64,9 @@ enum Command {
     Decode(decode::Args),
     /// Measure round trips and throughput
     Bench(bench::Args),
+    /// Join standard input and output to a connection, made directly or
+    /// through a 9P server's /net (GW:/tcp!host!port).
+    Dial(dial::Args),
 }
 
 fn main() -> ExitCode {
@@ -103,6 +108,7 @@ fn main() -> ExitCode {
                     Command::Ns(args) => ns::run(args).await,
                     Command::Trace(args) => trace::run(args).await,
                     Command::Bench(args) => bench::run(args).await,
+                    Command::Dial(args) => dial::run(args).await,
                     Command::Decode(_) => unreachable!("handled above"),
                 }
             })

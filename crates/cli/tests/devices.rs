@@ -1,0 +1,126 @@
+//! `ninep serve pipe`, `ninep serve net`, and the verbs and `ninep dial`
+//! reaching servers through a gateway's /net.
+
+mod common;
+
+use std::process::Stdio;
+
+use bytes::Bytes;
+use ninep_client::Client;
+use ninep_wire::consts::dotl::O_RDWR;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+use common::NINEP;
+
+/// Starts `ninep serve ARGS...` on a fresh loopback port; the server (killed
+/// when dropped) and the address it says it serves on.
+async fn serve_tcp(args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(NINEP)
+        .arg("serve")
+        .args(args)
+        .args(["--listen", "tcp!127.0.0.1!0"])
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ninep serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut line = String::new();
+    BufReader::new(stderr).read_line(&mut line).await.unwrap();
+    let addr = line.trim().rsplit(' ').next().unwrap().to_owned();
+    assert!(addr.starts_with("tcp!"), "{line}");
+    (child, addr)
+}
+
+/// Runs `ninep ARGS...` with `input` on standard input: its standard output.
+async fn ninep(args: &[&str], input: &[u8]) -> Vec<u8> {
+    let mut child = Command::new(NINEP)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ninep");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    assert!(out.status.success(), "ninep {args:?} failed");
+    out.stdout
+}
+
+fn port(addr: &str) -> &str {
+    addr.rsplit('!').next().unwrap()
+}
+
+#[tokio::test]
+async fn the_verbs_reach_a_server_through_a_gateway() {
+    let (_ramfs, ram) = serve_tcp(&["ramfs"]).await;
+    let (_net, gateway) = serve_tcp(&["net", "--dial-allow", "127.0.0.1!*"]).await;
+    let through = format!("{gateway}:/tcp!127.0.0.1!{}", port(&ram));
+    ninep(
+        &["create", "-a", &through, "/motd"],
+        b"through the gateway\n",
+    )
+    .await;
+    let shown = ninep(&["cat", "-a", &through, "/motd"], b"").await;
+    assert_eq!(shown, b"through the gateway\n");
+    let listing = ninep(&["ls", "-a", &through, "/"], b"").await;
+    assert!(String::from_utf8_lossy(&listing).contains("motd"));
+    // cp names the file ADDR:/PATH, ADDR itself through the gateway.
+    let dir = std::env::temp_dir().join(format!("ninep-devices-cp-{}", std::process::id()));
+    ninep(
+        &["cp", &format!("{through}:/motd"), dir.to_str().unwrap()],
+        b"",
+    )
+    .await;
+    assert_eq!(std::fs::read(&dir).unwrap(), b"through the gateway\n");
+    std::fs::remove_file(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn dial_joins_standard_input_and_output_to_a_call() {
+    // A one-page HTTP server.
+    let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let web_port = web.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut tcp, _) = web.accept().await.unwrap();
+        let mut request = vec![0; 1024];
+        let n = tcp.read(&mut request).await.unwrap();
+        assert!(request[..n].starts_with(b"GET / HTTP/1.0"));
+        tcp.write_all(b"HTTP/1.0 200 OK\r\n\r\nthe page\n")
+            .await
+            .unwrap();
+    });
+    let (_net, gateway) = serve_tcp(&["net"]).await;
+    let page = ninep(
+        &["dial", &format!("{gateway}:/tcp!localhost!{web_port}")],
+        b"GET / HTTP/1.0\r\n\r\n",
+    )
+    .await;
+    assert_eq!(page, b"HTTP/1.0 200 OK\r\n\r\nthe page\n");
+}
+
+#[tokio::test]
+async fn a_pipe_between_a_client_and_the_command_line() {
+    let (_pipe, addr) = serve_tcp(&["pipe"]).await;
+    let fsys = Client::connect(&addr)
+        .await
+        .unwrap()
+        .attach("glenda", "")
+        .await
+        .unwrap();
+    let data1 = fsys.open("data1", O_RDWR).await.unwrap();
+    ninep(&["write", "-a", &addr, "/data"], b"through the pipe").await;
+    assert_eq!(data1.read_at(0, 100).await.unwrap(), "through the pipe");
+    assert_eq!(
+        data1.read_at(0, 100).await.unwrap(),
+        "",
+        "the writer closed"
+    );
+    let e = data1
+        .write_at(0, Bytes::from_static(b"x"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("pipe"), "{e}");
+}
