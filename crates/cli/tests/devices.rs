@@ -11,7 +11,7 @@ use ninep_wire::consts::dotl::O_RDWR;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
-use common::NINEP;
+use common::{NINEP, is_mounted, until};
 
 /// Starts `ninep serve ARGS...` on a fresh loopback port; the server (killed
 /// when dropped) and the address it says it serves on.
@@ -78,11 +78,11 @@ async fn the_verbs_reach_a_server_through_a_gateway() {
     std::fs::remove_file(&dir).unwrap();
 }
 
-#[tokio::test]
-async fn dial_joins_standard_input_and_output_to_a_call() {
-    // A one-page HTTP server.
+/// A web server on loopback that answers one request with "the page";
+/// its port.
+async fn one_page_server() -> u16 {
     let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let web_port = web.local_addr().unwrap().port();
+    let port = web.local_addr().unwrap().port();
     tokio::spawn(async move {
         let (mut tcp, _) = web.accept().await.unwrap();
         let mut request = vec![0; 1024];
@@ -92,6 +92,12 @@ async fn dial_joins_standard_input_and_output_to_a_call() {
             .await
             .unwrap();
     });
+    port
+}
+
+#[tokio::test]
+async fn dial_joins_standard_input_and_output_to_a_call() {
+    let web_port = one_page_server().await;
     let (_net, gateway) = serve_tcp(&["net"]).await;
     let page = ninep(
         &["dial", &format!("{gateway}:/tcp!localhost!{web_port}")],
@@ -123,4 +129,67 @@ async fn a_pipe_between_a_client_and_the_command_line() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("pipe"), "{e}");
+}
+
+/// The /net tree through `ninep mount`, driven by the shell: clone held
+/// open on a descriptor, connect echoed to ctl, data read with head.
+#[tokio::test]
+async fn the_shell_makes_a_call_through_a_mounted_net() {
+    let web_port = one_page_server().await;
+    let (_net, addr) = serve_tcp(&["net"]).await;
+    let mnt = std::env::temp_dir().join(format!("ninep-devices-mnt-{}", std::process::id()));
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mut mount = Command::new(NINEP)
+        .args(["mount", "-a", &addr])
+        .arg(&mnt)
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    until("the mount", || is_mounted(&mnt)).await;
+    let script = format!(
+        r#"cd {mnt}/tcp
+exec 3<>clone
+read -r n <&3
+echo "connect 127.0.0.1!{web_port}" > $n/ctl
+cat $n/status
+exec 4<>$n/data
+printf 'GET / HTTP/1.0\r\n\r\n' >&4
+cat <&4
+echo frob > $n/ctl || echo refused
+"#,
+        mnt = mnt.display()
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out,
+        "Established qin 0 qout 0\nHTTP/1.0 200 OK\r\n\r\nthe page\nrefused\n"
+    );
+    // The shell is gone, and with its descriptors (released by the kernel
+    // in its own time) the conversation.
+    let tcp = mnt.join("tcp");
+    until("the conversation to go", || {
+        let left: Vec<_> = std::fs::read_dir(&tcp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left == ["clone"]
+    })
+    .await;
+    assert!(
+        std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg(&mnt)
+            .status()
+            .unwrap()
+            .success()
+    );
+    mount.wait().await.unwrap();
+    let _ = std::fs::remove_dir(&mnt);
 }
