@@ -13,11 +13,10 @@ use tokio::process::{Child, Command};
 
 use common::{NINEP, is_mounted, until};
 
-/// Starts `ninep serve ARGS...` on a fresh loopback port; the server (killed
-/// when dropped) and the address it says it serves on.
-async fn serve_tcp(args: &[&str]) -> (Child, String) {
+/// Starts `ninep ARGS...` (a server) on a fresh loopback port; the server
+/// (killed when dropped) and the address it says it serves on.
+async fn listening(args: &[&str]) -> (Child, String) {
     let mut child = Command::new(NINEP)
-        .arg("serve")
         .args(args)
         .args(["--listen", "tcp!127.0.0.1!0"])
         .stderr(Stdio::piped())
@@ -55,8 +54,8 @@ fn port(addr: &str) -> &str {
 
 #[tokio::test]
 async fn the_verbs_reach_a_server_through_a_gateway() {
-    let (_ramfs, ram) = serve_tcp(&["ramfs"]).await;
-    let (_net, gateway) = serve_tcp(&["net", "--dial-allow", "127.0.0.1!*"]).await;
+    let (_ramfs, ram) = listening(&["serve", "ramfs"]).await;
+    let (_net, gateway) = listening(&["serve", "net", "--dial-allow", "127.0.0.1!*"]).await;
     let through = format!("{gateway}:/tcp!127.0.0.1!{}", port(&ram));
     ninep(
         &["create", "-a", &through, "/motd"],
@@ -98,7 +97,7 @@ async fn one_page_server() -> u16 {
 #[tokio::test]
 async fn dial_joins_standard_input_and_output_to_a_call() {
     let web_port = one_page_server().await;
-    let (_net, gateway) = serve_tcp(&["net"]).await;
+    let (_net, gateway) = listening(&["serve", "net"]).await;
     let page = ninep(
         &["dial", &format!("{gateway}:/tcp!localhost!{web_port}")],
         b"GET / HTTP/1.0\r\n\r\n",
@@ -109,7 +108,7 @@ async fn dial_joins_standard_input_and_output_to_a_call() {
 
 #[tokio::test]
 async fn a_pipe_between_a_client_and_the_command_line() {
-    let (_pipe, addr) = serve_tcp(&["pipe"]).await;
+    let (_pipe, addr) = listening(&["serve", "pipe"]).await;
     let fsys = Client::connect(&addr)
         .await
         .unwrap()
@@ -136,7 +135,7 @@ async fn a_pipe_between_a_client_and_the_command_line() {
 #[tokio::test]
 async fn the_shell_makes_a_call_through_a_mounted_net() {
     let web_port = one_page_server().await;
-    let (_net, addr) = serve_tcp(&["net"]).await;
+    let (_net, addr) = listening(&["serve", "net"]).await;
     let mnt = std::env::temp_dir().join(format!("ninep-devices-mnt-{}", std::process::id()));
     std::fs::create_dir_all(&mnt).unwrap();
     let mut mount = Command::new(NINEP)
@@ -192,4 +191,77 @@ echo frob > $n/ctl || echo refused
     );
     mount.wait().await.unwrap();
     let _ = std::fs::remove_dir(&mnt);
+}
+
+/// A server in a network name space of its own, listening on its loopback
+/// where nothing outside can reach it; the gateway beside it serves /net on
+/// a unix socket, which crosses name spaces. The verbs and a mux outside
+/// reach the server through the gateway only. Needs root (unshare -n); the
+/// test says so and passes without it.
+#[tokio::test]
+async fn a_mux_reaches_a_server_only_the_gateway_can() {
+    if !std::process::Command::new("unshare")
+        .args(["-n", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("no network name spaces here (unshare -n): skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ninep-devices-netns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("gw.sock");
+    // A port free outside, so a direct dial is refused there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // Both servers end when the shell is told to (when unshare is killed).
+    let script = format!(
+        "ip link set lo up
+         {NINEP} serve ramfs --listen 'tcp!127.0.0.1!{port}' 2>/dev/null & ram=$!
+         {NINEP} serve net --listen 'unix!{}' 2>/dev/null & net=$!
+         trap 'kill $ram $net' TERM
+         wait",
+        sock.display()
+    );
+    let _inside = Command::new("unshare")
+        .args(["-n", "--kill-child=TERM", "sh", "-c", &script])
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    until("the gateway", || sock.exists()).await;
+    let direct = format!("tcp!127.0.0.1!{port}");
+    let through = format!("unix!{}:/tcp!127.0.0.1!{port}", sock.display());
+    let mut made = false;
+    for _ in 0..100 {
+        // The server inside may still be starting.
+        let out = std::process::Command::new(NINEP)
+            .args(["create", "-a", &through, "/far"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if out.status.success() {
+            made = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(made, "create through the gateway");
+    let refused = std::process::Command::new(NINEP)
+        .args(["ls", "-a", &direct, "/"])
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success(),
+        "the server is not reachable directly"
+    );
+
+    let ns = dir.join("ns");
+    std::fs::write(&ns, format!("mount -c {through} /n/far\n")).unwrap();
+    let (_mux, mux) = listening(&["mux", ns.to_str().unwrap()]).await;
+    let listing = ninep(&["ls", "-a", &mux, "/n/far"], b"").await;
+    assert_eq!(String::from_utf8_lossy(&listing).trim(), "far");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,15 +9,19 @@
 //! clone file gives a conversation, `connect` makes the call, and `data`
 //! is the connection. Any other dial string is dialled directly.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use ninep_client::{Client, Error, File, Fsys, Options};
+use ninep_client::{Client, Error, File, Fsys, Mode, Options, Transfer};
 use ninep_transport::{Addr, Stream};
 use ninep_wire::consts::dotl::O_RDWR;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// Where a dial string leads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,16 +82,75 @@ pub async fn connect(addr: &str, options: Options, uname: &str) -> Result<Client
 
 /// A call made through the network directory `dir` of `gateway`: the
 /// conversation's `data`, with its `ctl` held open (closing both hangs up).
-#[derive(Debug)]
+///
+/// What comes in is read by a task of its own, as one stream
+/// (docs/streams.md) where the gateway offers it, so that data flows
+/// without a round trip per read; it holds at most [`INCOMING`] pieces
+/// for the reader, and the stream's credit, before the gateway's queue
+/// and then TCP make the sender wait.
 pub struct Call {
-    data: File,
-    ctl: File,
+    incoming: mpsc::Receiver<io::Result<Bytes>>,
+    /// The rest of the piece last taken from `incoming`.
+    piece: Bytes,
+    reader: JoinHandle<()>,
+    data: Arc<File>,
+    writing: Option<Pin<Box<dyn Future<Output = io::Result<usize>> + Send>>>,
+    /// Held open with `data`: the conversation lives while either is.
+    _ctl: File,
+}
+
+/// Pieces read ahead for the reader of a [`Call`].
+pub const INCOMING: usize = 4;
+
+/// Most credit a call's read stream grants.
+const READ_WINDOW: u64 = 4 << 20;
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call").field("data", &self.data).finish()
+    }
 }
 
 impl Call {
-    /// The conversation's directory on the gateway, as `tcp/N`.
-    pub fn conversation(&self) -> ninep_wire::Qid {
-        self.ctl.qid()
+    fn new(data: File, ctl: File) -> Call {
+        let data = Arc::new(data);
+        let (tx, incoming) = mpsc::channel(INCOMING);
+        let file = data.clone();
+        let reader = tokio::spawn(async move {
+            let how = Transfer {
+                mode: Mode::Streamed,
+                max_window: READ_WINDOW,
+            };
+            let mut range = match file.read_range(0, None, how).await {
+                Ok(range) => range,
+                Err(e) => return drop(tx.send(Err(e.into())).await),
+            };
+            loop {
+                let piece = match range.next().await {
+                    Ok(Some(piece)) => Ok(piece),
+                    Ok(None) => return,
+                    Err(e) => Err(e.into()),
+                };
+                let failed = piece.is_err();
+                if tx.send(piece).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Call {
+            incoming,
+            piece: Bytes::new(),
+            reader,
+            data,
+            writing: None,
+            _ctl: ctl,
+        }
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.reader.abort();
     }
 }
 
@@ -106,17 +169,20 @@ pub async fn call(gateway: &Fsys, dir: &str, dial: &str) -> Result<Call, Error> 
 }
 
 /// The clone files and addresses to try: `dir/cs`'s answers, with its
-/// `/net` taken as `dir`, or without a `cs` the dial string as it is.
+/// `/net` taken as `dir`; or, for a numeric address or a directory without
+/// a `cs`, the dial string as it is (saving cs's four round trips).
 async fn translate(gateway: &Fsys, dir: &str, dial: &str) -> Result<Vec<(String, String)>, Error> {
+    let [net, host, port] = dial.split('!').collect::<Vec<_>>()[..] else {
+        return Err(invalid(format!("{dial}: want net!host!port")));
+    };
+    let net = if net == "net" { "tcp" } else { net };
+    let as_is = vec![(format!("{dir}/{net}/clone"), format!("{host}!{port}"))];
+    let numeric = host.parse::<std::net::IpAddr>().is_ok() && port.parse::<u16>().is_ok();
+    if numeric {
+        return Ok(as_is);
+    }
     let Ok(cs) = gateway.open(&format!("{dir}/cs"), O_RDWR).await else {
-        let [net, host, port] = dial.split('!').collect::<Vec<_>>()[..] else {
-            return Err(invalid(format!("{dial}: want net!host!port")));
-        };
-        let net = if net == "net" { "tcp" } else { net };
-        return Ok(vec![(
-            format!("{dir}/{net}/clone"),
-            format!("{host}!{port}"),
-        )]);
+        return Ok(as_is);
     };
     cs.write_at(0, Bytes::copy_from_slice(dial.as_bytes()))
         .await?;
@@ -135,19 +201,24 @@ async fn translate(gateway: &Fsys, dir: &str, dial: &str) -> Result<Vec<(String,
     Ok(found)
 }
 
+/// Opens `clone` and makes the call, opening the conversation's `data`
+/// while the connect is under way.
 async fn connect_at(gateway: &Fsys, clone: &str, addr: &str) -> Result<Call, Error> {
     let ctl = gateway.open(clone, O_RDWR).await?;
-    let n = ctl.read_at(0, 32).await?;
-    let n = std::str::from_utf8(&n)
-        .ok()
-        .map(str::trim)
-        .filter(|n| n.parse::<u32>().is_ok())
-        .ok_or_else(|| invalid(format!("{clone}: no conversation number")))?;
-    let connect = format!("connect {addr}");
-    ctl.write_at(0, Bytes::from(connect)).await?;
     let net = clone.rsplit_once('/').map_or("", |(net, _)| net);
-    let data = gateway.open(&format!("{net}/{n}/data"), O_RDWR).await?;
-    Ok(Call { data, ctl })
+    let connect = ctl.write_at(0, Bytes::from(format!("connect {addr}")));
+    let data = async {
+        let n = ctl.read_at(0, 32).await?;
+        let n = std::str::from_utf8(&n)
+            .ok()
+            .map(str::trim)
+            .filter(|n| n.parse::<u32>().is_ok())
+            .ok_or_else(|| invalid(format!("{clone}: no conversation number")))?;
+        gateway.open(&format!("{net}/{n}/data"), O_RDWR).await
+    };
+    let (connected, data) = tokio::join!(connect, data);
+    connected?;
+    Ok(Call::new(data?, ctl))
 }
 
 fn invalid(what: impl Into<String>) -> Error {
@@ -160,7 +231,16 @@ impl AsyncRead for Call {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.data).poll_read(cx, buf)
+        if self.piece.is_empty() {
+            match ready!(self.incoming.poll_recv(cx)) {
+                Some(piece) => self.piece = piece?,
+                // End of file.
+                None => return Poll::Ready(Ok(())),
+            }
+        }
+        let n = self.piece.len().min(buf.remaining());
+        buf.put_slice(&self.piece.split_to(n));
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -170,15 +250,30 @@ impl AsyncWrite for Call {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.data).poll_write(cx, data)
+        if self.writing.is_none() {
+            let file = self.data.clone();
+            let n = data.len().min(file.iounit() as usize);
+            let data = Bytes::copy_from_slice(&data[..n]);
+            self.writing = Some(Box::pin(async move {
+                file.write_at(0, data)
+                    .await
+                    .map(|n| n as usize)
+                    .map_err(io::Error::from)
+            }));
+        }
+        let written = self.writing.as_mut().map(|w| w.as_mut().poll(cx));
+        let written = ready!(written.unwrap_or(Poll::Ready(Ok(0))));
+        self.writing = None;
+        Poll::Ready(written)
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.data).poll_flush(cx)
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Every completed write has reached the gateway.
+        Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.data).poll_shutdown(cx)
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
