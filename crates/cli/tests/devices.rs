@@ -155,7 +155,7 @@ cat $n/status
 exec 4<>$n/data
 printf 'GET / HTTP/1.0\r\n\r\n' >&4
 cat <&4
-echo frob > $n/ctl || echo refused
+echo frob > $n/ctl || cat $n/err
 "#,
         mnt = mnt.display()
     );
@@ -168,7 +168,7 @@ echo frob > $n/ctl || echo refused
     let out = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out,
-        "Established qin 0 qout 0\nHTTP/1.0 200 OK\r\n\r\nthe page\nrefused\n"
+        "Established qin 0 qout 0\nHTTP/1.0 200 OK\r\n\r\nthe page\nunknown ctl message \"frob\"\n"
     );
     // The shell is gone, and with its descriptors (released by the kernel
     // in its own time) the conversation.

@@ -65,7 +65,7 @@ async fn clone_connect_data_and_the_last_close_hangs_up() {
     assert_eq!(names(&net, "tcp").await, ["0", "clone"]);
     assert_eq!(
         names(&net, "tcp/0").await,
-        ["ctl", "data", "listen", "local", "remote", "status"]
+        ["ctl", "data", "err", "listen", "local", "remote", "status"]
     );
     assert!(text(&net, "tcp/0/status").await.starts_with("Closed"));
     ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}\n"))
@@ -154,6 +154,11 @@ async fn bad_input_gets_a_clear_error() {
         let e = ctl(&ctl_fid, msg).await.unwrap_err();
         assert!(e.to_string().to_lowercase().contains(says), "{msg:?}: {e}");
     }
+    // For 9P2000.L peers, which get only the errno, the err file says why.
+    assert_eq!(
+        text(&net, "tcp/0/err").await,
+        "push: no module \"nosuch\"\n"
+    );
     let e = ctl_fid
         .write_at(0, Bytes::from_static(b"\xff\xfe"))
         .await

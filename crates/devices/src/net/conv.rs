@@ -42,6 +42,9 @@ pub(crate) struct Conv {
     remote: Mutex<Option<SocketAddr>>,
     /// The tasks moving data between the socket and the stream.
     pumps: Mutex<Vec<JoinHandle<()>>>,
+    /// The last ctl message's refusal, for peers whose dialect carries only
+    /// an errno (9P2000.L).
+    err: Mutex<String>,
 }
 
 /// What conversations may do.
@@ -62,11 +65,20 @@ impl Conv {
             local: Mutex::new(None),
             remote: Mutex::new(None),
             pumps: Mutex::new(Vec::new()),
+            err: Mutex::new(String::new()),
         }
     }
 
-    /// A write of `ctl`.
+    /// A write of `ctl`; a refusal is also kept for the `err` file.
     pub(crate) async fn ctl(&self, rules: &Rules, msg: &str) -> Result<()> {
+        let result = self.ctl_message(rules, msg).await;
+        if let Err(e) = &result {
+            *self.err.lock() = e.ename().to_owned();
+        }
+        result
+    }
+
+    async fn ctl_message(&self, rules: &Rules, msg: &str) -> Result<()> {
         let words: Vec<&str> = msg.split_whitespace().collect();
         match words[..] {
             ["connect", addr] => self.connect(rules, addr).await,
@@ -224,6 +236,16 @@ impl Conv {
     /// The `remote` file: `addr!port`.
     pub(crate) fn remote(&self) -> String {
         show(*self.remote.lock())
+    }
+
+    /// The `err` file: why the last ctl message was refused.
+    pub(crate) fn err(&self) -> String {
+        let err = self.err.lock();
+        if err.is_empty() {
+            String::new()
+        } else {
+            format!("{err}\n")
+        }
     }
 
     /// The `status` file: the state and the queues' figures.

@@ -9,6 +9,7 @@
 //!                     then the ctl of the new conversation
 //! tcp/N/local remote  addr!port
 //! tcp/N/status        state and queue figures
+//! tcp/N/err           why the last ctl message was refused (9front)
 //! ```
 //!
 //! Each conversation's data goes through a stream whose queues hold at
@@ -78,15 +79,17 @@ enum Part {
     Local,
     Remote,
     Status,
+    Err,
 }
 
-const PARTS: [(Part, &str); 6] = [
+const PARTS: [(Part, &str); 7] = [
     (Part::Ctl, "ctl"),
     (Part::Data, "data"),
     (Part::Listen, "listen"),
     (Part::Local, "local"),
     (Part::Remote, "remote"),
     (Part::Status, "status"),
+    (Part::Err, "err"),
 ];
 
 #[derive(Debug, Clone)]
@@ -317,6 +320,7 @@ impl Filesystem for NetFs {
                     Part::Local => conv.local(),
                     Part::Remote => conv.remote(),
                     Part::Status => conv.status(),
+                    Part::Err => conv.err(),
                 };
                 Ok(text_at(&text, offset, count))
             }
