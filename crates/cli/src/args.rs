@@ -2,13 +2,15 @@
 
 use anyhow::{Context, Result};
 use ninep_client::{Fsys, Options};
+
+use crate::auth::ClientArgs;
 use ninep_wire::{Dialect, NONUNAME};
 
 /// The server to talk to and how to attach to it.
 #[derive(clap::Args)]
 pub struct ServerArgs {
-    /// Server address: tcp!host!port, unix!/path or host:port, or through
-    /// a gateway's /net: GW:/DIR/tcp!host!port.
+    /// Server address: tcp!host!port, tls!host!port, unix!/path or
+    /// host:port, or through a gateway's /net: GW:/DIR/tcp!host!port.
     #[arg(
         short = 'a',
         long = "addr",
@@ -31,6 +33,8 @@ pub struct ServerArgs {
     /// msize to ask for (the server may grant less).
     #[arg(long, default_value_t = Options::default().msize)]
     pub msize: u32,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 impl ServerArgs {
@@ -56,10 +60,19 @@ impl ServerArgs {
             msize: self.msize,
         };
         // Through a gateway's /net if the address says so.
-        let client = ninep_devices::dial::connect(addr, options, &self.uname)
+        let dialer = self.client.dialer()?;
+        let client = ninep_devices::dial::connect(addr, &dialer, options, &self.uname)
             .await
             .with_context(|| addr.to_owned())?;
-        Ok(client.attach_as(&self.uname, n_uname, &self.aname).await?)
+        let fsys = match self.client.prover() {
+            None => client.attach_as(&self.uname, n_uname, &self.aname).await?,
+            Some(prover) => {
+                client
+                    .attach_proven(&self.uname, n_uname, &self.aname, &prover)
+                    .await?
+            }
+        };
+        Ok(fsys)
     }
 }
 

@@ -20,6 +20,9 @@ pub struct Args {
     /// msize to ask gateways for.
     #[arg(long, default_value_t = Options::default().msize)]
     msize: u32,
+    /// How to reach the first gateway (its TLS).
+    #[command(flatten)]
+    client: crate::auth::ClientArgs,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -27,7 +30,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         msize: args.msize,
         ..Options::default()
     };
-    let conn = ninep_devices::dial::dial(&args.addr, &options, &args.uname)
+    let conn = ninep_devices::dial::dial(&args.addr, &args.client.dialer()?, &options, &args.uname)
         .await
         .with_context(|| args.addr.clone())?;
     let (mut rx, mut tx) = tokio::io::split(conn);

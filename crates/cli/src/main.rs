@@ -4,6 +4,7 @@
 #![warn(clippy::unwrap_used)]
 
 mod args;
+mod auth;
 mod bench;
 mod cp;
 mod decode;

@@ -9,13 +9,15 @@ use anyhow::{Context, Result};
 use ninep_mux::{Config, Mux, nsfile};
 use ninep_server::Server;
 
+use crate::auth::{PolicyArgs, UpstreamArgs};
 use crate::serve::LimitArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Namespace file: the base name space every client starts from.
     file: Option<PathBuf>,
-    /// Address to listen on: tcp!host!port, unix!/path or host:port.
+    /// Address to listen on: tcp!host!port, tls!host!port, unix!/path or
+    /// host:port.
     #[arg(short, long, default_value = "tcp!127.0.0.1!564")]
     listen: String,
     /// User the mux attaches to its servers as.
@@ -32,6 +34,10 @@ pub struct Args {
     #[arg(long, default_value_t = Config::default().read_ahead)]
     read_ahead: u64,
     #[command(flatten)]
+    auth: PolicyArgs,
+    #[command(flatten)]
+    upstream: UpstreamArgs,
+    #[command(flatten)]
     limits: LimitArgs,
 }
 
@@ -43,11 +49,18 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             .unwrap_or_else(|| rustix::process::getuid().as_raw()),
         window: args.window,
         read_ahead: args.read_ahead,
+        dialer: args.upstream.dialer()?,
         ..Config::default()
     };
     let mux = build(args.file.as_deref(), config).await?;
-    let server = Server::with_stream_limits(mux, args.limits.limits(), args.limits.stream_limits());
-    crate::serve::listen(&server, &args.listen, "mux").await
+    let policy = args.auth.policy()?;
+    let server = Server::with_policy(
+        mux,
+        args.limits.limits(),
+        args.limits.stream_limits(),
+        policy,
+    );
+    crate::serve::listen(&server, &args.listen, &args.auth, "mux").await
 }
 
 /// A mux whose base name space is the namespace file at `file` (empty

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use ninep_client::Options;
+use ninep_client::{Dialer, Options};
 use ninep_mux::nsfile::{self, Entry};
 
 #[derive(clap::Args)]
@@ -98,9 +98,14 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                 addr, old, aname, ..
             } => {
                 // The address may go through a gateway's /net.
-                let client = ninep_devices::dial::connect(&addr, Options::default(), &args.uname)
-                    .await
-                    .with_context(|| addr.clone())?;
+                let client = ninep_devices::dial::connect(
+                    &addr,
+                    &Dialer::default(),
+                    Options::default(),
+                    &args.uname,
+                )
+                .await
+                .with_context(|| addr.clone())?;
                 let n_uname = rustix::process::getuid().as_raw();
                 let fsys = client.attach_as(&args.uname, n_uname, &aname).await?;
                 let source = format!("ninep:{addr}");

@@ -9,6 +9,8 @@ use ninep_export::{Export, Identity, Options};
 use ninep_ramfs::{RamFs, Taskbag};
 use ninep_server::{Filesystem, Limits, Server, StreamLimits};
 
+use crate::auth::PolicyArgs;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// What to serve: a directory, ramfs (an empty in-memory tree),
@@ -29,12 +31,15 @@ pub struct Args {
     /// Open device nodes, fifos and sockets in an exported directory.
     #[arg(long)]
     allow_special: bool,
-    /// Address to listen on: tcp!host!port, unix!/path or host:port.
+    /// Address to listen on: tcp!host!port, tls!host!port, unix!/path or
+    /// host:port.
     #[arg(short, long, default_value = "tcp!127.0.0.1!564")]
     listen: String,
     /// Serve one client on standard input and output instead of listening.
     #[arg(long)]
     stdio: bool,
+    #[command(flatten)]
+    auth: PolicyArgs,
     #[command(flatten)]
     limits: LimitArgs,
     #[command(flatten)]
@@ -127,7 +132,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 }
 
 async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<ExitCode> {
-    let server = Server::with_stream_limits(fs, limits, args.limits.stream_limits());
+    let policy = args.auth.policy()?;
+    let server = Server::with_policy(fs, limits, args.limits.stream_limits(), policy);
     if args.stdio {
         let stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
         server
@@ -135,19 +141,21 @@ async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<Exit
             .await;
         return Ok(ExitCode::SUCCESS);
     }
-    listen(&server, &args.listen, &args.tree).await
+    listen(&server, &args.listen, &args.auth, &args.tree).await
 }
 
-/// Serves `what` on `listen` until SIGINT or SIGTERM, after saying where on
-/// standard error (scripts read the port from that line).
+/// Serves `what` on `listen` (with the TLS `auth` says) until SIGINT or
+/// SIGTERM, after saying where on standard error (scripts read the port
+/// from that line).
 pub async fn listen<F: Filesystem>(
     server: &Server<F>,
     listen: &str,
+    auth: &PolicyArgs,
     what: &str,
 ) -> Result<ExitCode> {
     let addr: ninep_transport::Addr = listen.parse().map_err(anyhow::Error::msg)?;
     let listener = addr
-        .listen()
+        .listen_with(auth.tls()?)
         .await
         .with_context(|| format!("listen on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);

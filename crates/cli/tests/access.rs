@@ -296,3 +296,60 @@ async fn modes_sizes_and_times_are_as_asked() {
     assert_eq!((link.mtime(), link.mtime_nsec()), (1_950_000_000, 5));
     assert_ne!(host("file").mtime(), 1_950_000_000, "the link was followed");
 }
+
+#[tokio::test]
+async fn peer_credentials_prove_each_local_user() {
+    let scene = Scene::new("peercred");
+    let export = scene.export();
+    let _server = serve(
+        &scene.sock(),
+        &[
+            export.to_str().unwrap(),
+            "--multiuser",
+            "--auth",
+            "peercred",
+        ],
+    )
+    .await;
+    // Every local user may connect; the kernel tells the server who did.
+    rustix::fs::chmod(scene.sock(), rustix::fs::Mode::from_raw_mode(0o666)).unwrap();
+    let as_user = |id: u32, claim: u32, path: &str| {
+        let script = format!(
+            "echo hi | {NINEP} create -a {} --uname '' --n-uname {claim} {path}",
+            scene.addr()
+        );
+        sh_as(id, &script)
+    };
+    // A user, as themselves: the file is theirs on the host.
+    let out = as_user(4242, 4242, "mine");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::metadata(export.join("mine")).unwrap().uid(), 4242);
+    // Claiming to be another (root, or a neighbour): refused, nothing made.
+    for claim in [0, 4343] {
+        let out = as_user(4242, claim, "theirs");
+        assert!(!out.status.success(), "served as {claim}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not permitted"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(!export.join("theirs").exists());
+    // Root vouches for anyone: a mount with an attach per user works.
+    let mount = Background::mount(&scene.addr(), &scene.dir.join("mnt"), &["--access", "user"]);
+    let mnt = mount.mnt.display();
+    let out = sh_as(4343, &format!("echo two > {mnt}/neighbour"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::metadata(export.join("neighbour")).unwrap().uid(),
+        4343
+    );
+}

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use ninep_transport::{Addr, Frame, FrameCodec, Stream, Writer};
+use ninep_transport::{Addr, Dialer, Frame, FrameCodec, Stream, Writer};
 use ninep_wire::*;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
@@ -439,10 +439,16 @@ impl Client {
 
     /// Connects to `addr` (a dial string) with `options`.
     pub async fn connect_with(addr: &str, options: Options) -> Result<Client, Error> {
+        Self::dial(addr, &Dialer::default(), options).await
+    }
+
+    /// Connects to `addr` (a dial string) as `dialer` does (with its TLS,
+    /// say), with `options`.
+    pub async fn dial(addr: &str, dialer: &Dialer, options: Options) -> Result<Client, Error> {
         let addr: Addr = addr.parse().map_err(|e: String| {
             Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
         })?;
-        let stream = addr.dial().await?;
+        let stream = dialer.dial(&addr).await?;
         Self::over(stream, options).await
     }
 
@@ -535,10 +541,21 @@ impl Client {
 
     /// Attaches as a user given by name and (9P2000.u, .L) numeric id.
     pub async fn attach_as(&self, uname: &str, n_uname: u32, aname: &str) -> Result<Fsys, Error> {
+        self.attach_through(None, uname, n_uname, aname).await
+    }
+
+    /// Attaches through the authentication fid `afid`, if any.
+    pub(crate) async fn attach_through(
+        &self,
+        afid: Option<Fid>,
+        uname: &str,
+        n_uname: u32,
+        aname: &str,
+    ) -> Result<Fsys, Error> {
         let fid = self.inner.alloc_fid();
         let msg = Tattach {
             fid,
-            afid: Fid::NOFID,
+            afid: afid.unwrap_or(Fid::NOFID),
             uname: uname.to_owned(),
             aname: aname.to_owned(),
             n_uname,

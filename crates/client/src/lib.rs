@@ -20,6 +20,7 @@
 
 mod ahead;
 mod attrs;
+mod auth;
 mod behind;
 mod conn;
 mod error;
@@ -36,6 +37,7 @@ mod xattr;
 
 pub use ahead::{OpenFile, ReadAhead};
 pub use attrs::{FsStats, SetAttr, SetTime};
+pub use auth::{AuthFid, BoxFuture, Munge, Prover};
 pub use behind::WriteBehind;
 pub use conn::{Client, Options};
 pub use error::Error;
@@ -43,4 +45,5 @@ pub use file::File;
 pub use fsys::{Fid, Fsys};
 pub use info::{DirEntry, FileInfo};
 pub use names::Node;
+pub use ninep_transport::{Dialer, TlsClient};
 pub use transfer::{Mode, RangeRead, RangeWrite, Transfer};

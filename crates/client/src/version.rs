@@ -27,6 +27,9 @@ pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
         None => Dialect::ALL.to_vec(),
     };
     let mut answers = Vec::new();
+    // A server that refuses us (too many connections, TLS expected) says
+    // why in an error reply, then hangs up: the why is the failure.
+    let mut refusal = None;
     for want in wanted {
         for streams in [true, false] {
             let asked = Protocol {
@@ -41,22 +44,34 @@ pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
                 },
             );
             inner.send(&tversion)?;
-            let frame = frames
-                .next()
-                .await
-                .ok_or(Error::Closed)?
-                .map_err(|e| Error::protocol(e.to_string()))?;
+            let frame = match frames.next().await {
+                Some(frame) => frame.map_err(|e| Error::protocol(e.to_string()))?,
+                None => return Err(refusal.unwrap_or(Error::Closed)),
+            };
             // Rversion reads the same in every dialect; an error reply (diod's
             // answer to a version it does not speak) means "try another".
             let reply = Fcall::decode(frame.clone(), Dialect::Base)
                 .or_else(|_| Fcall::decode(frame, Dialect::L));
-            let Ok(Fcall {
-                msg: Msg::Rversion(r),
-                ..
-            }) = reply
-            else {
-                answers.push("an error".to_owned());
-                continue;
+            let r = match reply {
+                Ok(Fcall {
+                    msg: Msg::Rversion(r),
+                    ..
+                }) => r,
+                Ok(Fcall {
+                    msg: Msg::Rerror(e),
+                    ..
+                }) => {
+                    answers.push(format!("an error ({})", e.ename));
+                    refusal = Some(Error::Remote {
+                        errno: Errno::from_ename(&e.ename),
+                        ename: e.ename,
+                    });
+                    continue;
+                }
+                _ => {
+                    answers.push("an error".to_owned());
+                    continue;
+                }
             };
             answers.push(r.version.clone());
             let got = Protocol {

@@ -19,7 +19,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ninep_client::{Client, File, Options};
+use ninep_client::{Client, Dialer, File, Options};
 use ninep_devices::dial;
 use ninep_devices::net::{NetFs, Options as NetOptions};
 use ninep_devices::pipe::{Options as PipeOptions, PipeFs};
@@ -316,7 +316,7 @@ async fn main() {
     };
     for (what, _server, gw) in &gateways {
         let through = format!("{gw}:/tcp!{target}");
-        let mut call = dial::dial(&through, &Options::default(), "bench")
+        let mut call = dial::dial(&through, &Dialer::default(), &Options::default(), "bench")
             .await
             .unwrap();
         let (n_send, n_recv) = bulk(&mut call, total).await;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use ninep_client::{Client, Error, File, Fsys, Mode, Options, Transfer};
+use ninep_client::{Client, Dialer, Error, File, Fsys, Mode, Options, Transfer};
 use ninep_transport::{Addr, Stream};
 use ninep_wire::consts::dotl::O_RDWR;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -54,16 +54,22 @@ pub fn route(addr: &str) -> Route<'_> {
     }
 }
 
-/// A connection to `addr` (see [`route`]); the 9P sessions with gateways
-/// on the way use `options` and attach as `uname`.
-pub async fn dial(addr: &str, options: &Options, uname: &str) -> Result<Box<dyn Stream>, Error> {
+/// A connection to `addr` (see [`route`]), the first hop made as `dialer`
+/// makes it (with its TLS, say); the 9P sessions with gateways on the way
+/// use `options` and attach as `uname`.
+pub async fn dial(
+    addr: &str,
+    dialer: &Dialer,
+    options: &Options,
+    uname: &str,
+) -> Result<Box<dyn Stream>, Error> {
     match route(addr) {
         Route::Direct(addr) => {
             let addr: Addr = addr.parse().map_err(|e: String| invalid(e))?;
-            Ok(addr.dial().await?)
+            Ok(dialer.dial(&addr).await?)
         }
         Route::Through { gateway, dir, dial } => {
-            let stream = Box::pin(self::dial(gateway, options, uname)).await?;
+            let stream = Box::pin(self::dial(gateway, dialer, options, uname)).await?;
             let gateway = Client::over(stream, options.clone())
                 .await?
                 .attach(uname, "")
@@ -73,10 +79,14 @@ pub async fn dial(addr: &str, options: &Options, uname: &str) -> Result<Box<dyn 
     }
 }
 
-/// A 9P client of the server at `addr` (see [`route`]), attaching to
-/// gateways on the way as `uname`.
-pub async fn connect(addr: &str, options: Options, uname: &str) -> Result<Client, Error> {
-    let stream = dial(addr, &options, uname).await?;
+/// A 9P client of the server at `addr` (see [`route`] and [`dial`]).
+pub async fn connect(
+    addr: &str,
+    dialer: &Dialer,
+    options: Options,
+    uname: &str,
+) -> Result<Client, Error> {
+    let stream = dial(addr, dialer, &options, uname).await?;
     Client::over(stream, options).await
 }
 

@@ -4,7 +4,7 @@
 mod common;
 
 use bytes::Bytes;
-use ninep_client::Options;
+use ninep_client::{Dialer, Options};
 use ninep_devices::dial;
 use ninep_devices::net::{NetFs, Options as NetOptions};
 use ninep_ramfs::RamFs;
@@ -29,7 +29,7 @@ async fn a_9p_session_through_the_gateways_net() {
             gw_addr.replace("tcp!", "")
         ),
     ] {
-        let client = dial::connect(&through, Options::default(), "glenda")
+        let client = dial::connect(&through, &Dialer::default(), Options::default(), "glenda")
             .await
             .unwrap();
         let fsys = client.attach("glenda", "").await.unwrap();
@@ -60,7 +60,7 @@ async fn a_refused_call_says_why() {
     let port = closed.local_addr().unwrap().port();
     drop(closed);
     let through = format!("{gw_addr}:/tcp!127.0.0.1!{port}");
-    let e = dial::connect(&through, Options::default(), "glenda")
+    let e = dial::connect(&through, &Dialer::default(), Options::default(), "glenda")
         .await
         .unwrap_err();
     assert!(e.to_string().to_lowercase().contains("refused"), "{e}");

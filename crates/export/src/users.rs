@@ -57,6 +57,17 @@ impl Default for UserDb {
     }
 }
 
+/// What a server's policy asks to tell whether a proof of one of a user's
+/// names covers an attach by the other.
+impl ninep_server::auth::Users for UserDb {
+    fn uid(&self, name: &str) -> Option<u32> {
+        self.tables().users.get(name).map(|u| u.0)
+    }
+    fn name(&self, uid: u32) -> Option<String> {
+        self.tables().user_names.get(&uid).cloned()
+    }
+}
+
 /// Where the database is.
 #[derive(Debug, Clone)]
 struct Files {

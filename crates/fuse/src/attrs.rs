@@ -29,6 +29,14 @@ pub(crate) fn set_time(t: TimeOrNow) -> SetTime {
     }
 }
 
+/// A time set, as the kernel will see it.
+fn system_time(t: SetTime) -> SystemTime {
+    match t {
+        SetTime::Now => SystemTime::now(),
+        SetTime::At { sec, nsec } => time(sec, u64::from(nsec)),
+    }
+}
+
 /// The kernel's file type for Unix mode `mode`.
 pub(crate) fn file_type(mode: u32) -> FileType {
     match mode & unix::S_IFMT {
@@ -124,7 +132,7 @@ impl Inner {
     ) -> FileAttr {
         let mut nodes = self.nodes();
         attr.ino = nodes.found(parent, name.clone(), user, fid, qid, &attr);
-        nodes.sized(attr.ino, attr.size);
+        nodes.given(attr.ino, attr);
         attr
     }
 
@@ -132,6 +140,10 @@ impl Inner {
     pub async fn attr_of(&self, ino: u64, fh: Option<u64>, user: u32) -> Result<FileAttr, Errno32> {
         // The server's size and times must include every write made.
         self.settle_writes(|_, h| h.ino == ino).await;
+        // Under loose caching, as trusted as the kernel may trust them.
+        if let Some(attr) = self.nodes().fresh(ino, self.ttl) {
+            return Ok(attr);
+        }
         // An open file's own fid first (fstat); without one, the fid of
         // another open file on the inode rather than a walk to a fid of its
         // own (new files keep none). Then the inode's: on servers whose fids
@@ -151,7 +163,7 @@ impl Inner {
             None => self.conn.attr(&*self.fid(ino, user).await?).await?,
         };
         attr.ino = ino;
-        self.nodes().sized(ino, attr.size);
+        self.nodes().given(ino, attr);
         Ok(attr)
     }
 
@@ -180,6 +192,23 @@ impl Inner {
             fid.setattr(&set).await.map_err(errno)?;
         } else {
             by_handle?;
+        }
+        let times_only = SetAttr {
+            atime: None,
+            mtime: None,
+            ctime: false,
+            ..set.clone()
+        } == SetAttr::default();
+        if times_only {
+            // The kernel's own times after writeback, under loose caching:
+            // the attributes trusted are those given, with the new times.
+            let mut nodes = self.nodes();
+            nodes.times_set(ino, set.atime.map(system_time), set.mtime.map(system_time));
+            if let Some(attr) = nodes.fresh(ino, self.ttl) {
+                return Ok(attr);
+            }
+        } else {
+            self.nodes().changed(ino);
         }
         self.attr_of(ino, fh, user).await
     }

@@ -67,6 +67,10 @@ impl Inner {
     /// Opens `ino` for `user` with (9P2000.L) open flags `flags`.
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, Errno32> {
         let flags = server_flags(flags);
+        if flags & dotl::O_TRUNC != 0 {
+            // Its size and times, and maybe its set-id bits, change.
+            self.nodes().changed(ino);
+        }
         let file = if self.cache.writes_back() && writeback_flags(flags) != flags {
             match self.open_fid(ino, user, writeback_flags(flags)).await {
                 // Write-only to this user: the kernel filling a page will
@@ -119,6 +123,8 @@ impl Inner {
         // most files written and closed are next removed by name, or
         // opened, which walks anyway.
         let attrs = self.conn.attr(file.fid()).await?;
+        self.nodes()
+            .entries_changed(parent, std::time::SystemTime::now());
         let attr = self.found(parent, name, user, None, attrs);
         // A new file has no capabilities: writes need not ask.
         self.without_caps(attr.ino, true);

@@ -28,7 +28,10 @@ use crate::xattrs::Xattr;
 use crate::{Errno32, Inner, fail};
 
 /// The largest read or write the kernel is asked to send.
-const MAX_IO: u32 = 1 << 20;
+pub(crate) const MAX_IO: u32 = 1 << 20;
+
+/// FUSE 7.33's capability, which fuser does not name.
+const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 
 /// The FUSE filesystem: a handle on the runtime and the shared state.
 pub(crate) struct NinepFs {
@@ -197,6 +200,13 @@ impl fuser::Filesystem for NinepFs {
         // O_TRUNC), rather than as a setattr after: servers that refuse
         // wstat (synthetic control files) still take an overwrite.
         let _ = config.add_capabilities(fuser::consts::FUSE_ATOMIC_O_TRUNC);
+        // Where the server sees who writes, it drops set-id bits and
+        // capabilities when a file is written or truncated (as any Unix
+        // file system does), and the kernel need not ask for
+        // security.capability before every write.
+        if self.inner.server_drops_privileges() {
+            let _ = config.add_capabilities(FUSE_HANDLE_KILLPRIV_V2);
+        }
         // Reads and writes of up to a MiB each (the kernel's largest), so
         // bulk transfers take few round trips; the kernel lowers what it
         // cannot do.

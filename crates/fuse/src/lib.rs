@@ -30,6 +30,7 @@ mod fs;
 mod locks;
 mod names;
 mod nodes;
+mod readahead;
 mod xattrs;
 
 use std::collections::{HashMap, HashSet};
@@ -184,7 +185,9 @@ pub fn mount(
     if matches!(options.access, Access::User { .. }) {
         mount_options.push(MountOption::AllowOther);
     }
-    fuser::spawn_mount2(fs, mountpoint, &mount_options)
+    let session = fuser::spawn_mount2(fs, mountpoint, &mount_options)?;
+    readahead::widen(mountpoint, fs::MAX_IO / 1024);
+    Ok(session)
 }
 
 /// Most bytes of one open file's writes in flight in the background.
@@ -255,6 +258,21 @@ impl Inner {
         self.nodes.lock()
     }
 
+    /// Whether set-id bits and capabilities may be left to the server to
+    /// drop when a caller who may not keep them writes a file: the server
+    /// must see who writes (each caller has an attach of their own, or the
+    /// only caller, of a mount open to its owner alone, is root, who keeps
+    /// them anyway), and the kernel must ask for attributes every time, as
+    /// it keeps the bits it was last told of (under loose caching a file
+    /// just written could be run set-id for seconds).
+    fn server_drops_privileges(&self) -> bool {
+        let sees_writer = match self.access {
+            Access::User { .. } => true,
+            Access::Single => self.conn.owner.0 == 0,
+        };
+        sees_writer && self.ttl.is_zero()
+    }
+
     /// Whose fids serve a request from `uid`.
     fn user(&self, uid: u32) -> u32 {
         match self.access {
@@ -279,9 +297,14 @@ impl Inner {
         Ok(fid)
     }
 
-    /// A fid of its own on `ino` for `user`, to open: a clone of the one
-    /// kept, else one walked along the path, in one request either way.
+    /// A fid of its own on `ino` for `user`, to open: a file's kept fid
+    /// itself (the next request needing one walks anew, but most files
+    /// opened are next closed, removed by name or opened again), else a
+    /// clone of the one kept or one walked along the path, in one request.
     async fn fresh_fid(&self, ino: u64, user: u32) -> Result<Fid, Errno32> {
+        if let Some(fid) = self.nodes().take_fid(ino, user) {
+            return Ok(fid);
+        }
         let kept = self.nodes().fid(ino, user);
         match kept {
             Some(fid) => fid.clone_fid().await.map_err(errno),

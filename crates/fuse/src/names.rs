@@ -1,6 +1,8 @@
 //! Names in directories: made (directories, special files, links),
 //! removed and renamed, with the inode table kept in step.
 
+use std::time::SystemTime;
+
 use fuser::FileAttr;
 use ninep_client::Node;
 use ninep_wire::Name;
@@ -28,7 +30,29 @@ pub(crate) enum Make {
     },
 }
 
+/// Whose link count an entry made or removed changes.
+enum Links {
+    /// A subdirectory: its parent's.
+    Subdirectory,
+    /// A hard link: the inode's.
+    Of(u64),
+    None,
+}
+
 impl Inner {
+    /// Notes an entry made in or removed from `dir`, changing `links`.
+    fn entries_changed(&self, dir: u64, links: Links) {
+        let mut nodes = self.nodes();
+        match links {
+            Links::Subdirectory => nodes.changed(dir),
+            Links::Of(ino) => {
+                nodes.changed(ino);
+                nodes.entries_changed(dir, SystemTime::now());
+            }
+            Links::None => nodes.entries_changed(dir, SystemTime::now()),
+        }
+    }
+
     /// Makes `name` in directory `parent`, then looks it up: mkdir, mknod,
     /// symlink and link all answer with the new entry.
     pub async fn make(
@@ -40,6 +64,11 @@ impl Inner {
     ) -> Result<FileAttr, Errno32> {
         let dir = self.fid(parent, user).await?;
         let at = name.as_str();
+        let what_links = match what {
+            Make::Dir { .. } => Links::Subdirectory,
+            Make::Link { to } => Links::Of(to),
+            Make::Node { .. } | Make::Symlink { .. } => Links::None,
+        };
         let made = match what {
             Make::Dir { mode, gid } => dir.mkdir_with_gid(at, mode, gid).await.map(drop),
             Make::Node { mode, rdev, gid } => {
@@ -53,6 +82,7 @@ impl Inner {
             }
         };
         made.map_err(errno)?;
+        self.entries_changed(parent, what_links);
         self.lookup(parent, name, user).await
     }
 
@@ -69,6 +99,12 @@ impl Inner {
             .await
             .map_err(errno)?;
         self.nodes().unlinked(parent, name);
+        let links = if dir_only {
+            Links::Subdirectory
+        } else {
+            Links::None
+        };
+        self.entries_changed(parent, links);
         Ok(())
     }
 
@@ -84,7 +120,15 @@ impl Inner {
         let from = self.fid(parent, user).await?;
         let to = self.fid(newparent, user).await?;
         from.rename_at(oldname, &to, newname).await.map_err(errno)?;
-        self.nodes().renamed(parent, oldname, newparent, newname);
+        let mut nodes = self.nodes();
+        nodes.renamed(parent, oldname, newparent, newname);
+        if parent == newparent {
+            nodes.entries_changed(parent, SystemTime::now());
+        } else {
+            // A directory moved changes both link counts: asked for anew.
+            nodes.changed(parent);
+            nodes.changed(newparent);
+        }
         Ok(())
     }
 }

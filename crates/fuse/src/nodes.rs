@@ -25,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use fuser::{FileAttr, FileType};
 use ninep_client::Fid;
@@ -45,6 +46,13 @@ struct Node {
     kind: FileType,
 }
 
+/// Attributes given to the kernel, and when they came from the server
+/// (`None` once they are known to be out of date).
+struct Given {
+    attr: FileAttr,
+    fetched: Option<Instant>,
+}
+
 /// The inode number first given to a qid.path, and the kind of file it was.
 struct Numbered {
     ino: u64,
@@ -60,8 +68,9 @@ pub(crate) struct Nodes {
     numbered: HashMap<u64, Numbered>,
     /// ino -> the qid.version its cached pages belong to.
     cached_version: HashMap<u64, u32>,
-    /// ino -> the size the kernel was last given or made by a write.
-    sizes: HashMap<u64, u64>,
+    /// ino -> the attributes the kernel was last given (the size grown by
+    /// writes since), and when they came from the server.
+    given: HashMap<u64, Given>,
     next_ino: u64,
 }
 
@@ -72,7 +81,7 @@ impl Nodes {
             by_place: HashMap::new(),
             numbered: HashMap::new(),
             cached_version: HashMap::new(),
-            sizes: HashMap::new(),
+            given: HashMap::new(),
             next_ino: ROOT + 1,
         };
         let (qid_path, kind) = (root.qid().path, FileType::Directory);
@@ -223,6 +232,20 @@ impl Nodes {
         }
     }
 
+    /// The walked fid `uid` keeps on `ino`, handed over to be opened, if it
+    /// is a file's (not a directory's, whose fid serves every lookup in
+    /// it) and no request is using it.
+    pub fn take_fid(&mut self, ino: u64, uid: u32) -> Option<Fid> {
+        let node = self.by_ino.get_mut(&ino)?;
+        if node.kind == FileType::Directory {
+            return None;
+        }
+        let fid = node.fids.remove(&uid)?;
+        Arc::try_unwrap(fid)
+            .map_err(|shared| node.fids.insert(uid, shared))
+            .ok()
+    }
+
     /// Keeps a fid walked for another user; false if the node went meanwhile.
     pub fn add_fid(&mut self, ino: u64, uid: u32, fid: Arc<Fid>) -> bool {
         match self.by_ino.get_mut(&ino) {
@@ -249,7 +272,7 @@ impl Nodes {
                     self.numbered.remove(&path);
                 }
                 self.cached_version.remove(&ino);
-                self.sizes.remove(&ino);
+                self.given.remove(&ino);
             }
         }
     }
@@ -258,6 +281,8 @@ impl Nodes {
     pub fn unlinked(&mut self, parent: u64, name: &Name) {
         if let Some(ino) = self.by_place.get(&(parent, name.clone())).copied() {
             self.place(ino, None);
+            // Its link count and change time moved.
+            self.changed(ino);
         }
     }
 
@@ -271,6 +296,7 @@ impl Nodes {
         };
         self.unlinked(newparent, newname);
         self.place(moved, Some((newparent, newname.clone())));
+        self.changed(moved);
         let below: Vec<u64> = self
             .by_ino
             .keys()
@@ -298,21 +324,58 @@ impl Nodes {
         false
     }
 
-    /// Notes the size of `ino` in attributes given to the kernel.
-    pub fn sized(&mut self, ino: u64, size: u64) {
-        self.sizes.insert(ino, size);
+    /// Notes attributes of `ino` just fetched from the server and given to
+    /// the kernel.
+    pub fn given(&mut self, ino: u64, attr: FileAttr) {
+        let fetched = Some(Instant::now());
+        self.given.insert(ino, Given { attr, fetched });
+    }
+
+    /// The attributes of `ino` last given, if fetched within `ttl`.
+    pub fn fresh(&self, ino: u64, ttl: Duration) -> Option<FileAttr> {
+        let given = self.given.get(&ino)?;
+        (given.fetched?.elapsed() < ttl).then_some(given.attr)
+    }
+
+    /// Notes a change to `ino` that the attributes given do not show: the
+    /// next ones come from the server.
+    pub fn changed(&mut self, ino: u64) {
+        if let Some(given) = self.given.get_mut(&ino) {
+            given.fetched = None;
+        }
+    }
+
+    /// Notes an entry other than a directory made in or removed from
+    /// directory `dir` through this mount, at `now`: its times move as the
+    /// server's do, without asking it. (A subdirectory changes its link
+    /// count, which servers count differently: [`Nodes::changed`] then.)
+    pub fn entries_changed(&mut self, dir: u64, now: SystemTime) {
+        if let Some(given) = self.given.get_mut(&dir) {
+            given.attr.mtime = now;
+            given.attr.ctime = now;
+        }
+    }
+
+    /// Notes times set on `ino` through this mount.
+    pub fn times_set(&mut self, ino: u64, atime: Option<SystemTime>, mtime: Option<SystemTime>) {
+        if let Some(given) = self.given.get_mut(&ino) {
+            let now = SystemTime::now();
+            given.attr.atime = atime.unwrap_or(given.attr.atime);
+            given.attr.mtime = mtime.unwrap_or(given.attr.mtime);
+            given.attr.ctime = now;
+        }
     }
 
     /// Notes a write that ended at `end`: the kernel grows the file to it.
     pub fn written(&mut self, ino: u64, end: u64) {
-        if let Some(size) = self.sizes.get_mut(&ino) {
-            *size = (*size).max(end);
+        if let Some(given) = self.given.get_mut(&ino) {
+            given.attr.size = given.attr.size.max(end);
         }
     }
 
     /// The size of `ino` as the kernel knows it, if noted.
     pub fn size(&self, ino: u64) -> Option<u64> {
-        self.sizes.get(&ino).copied()
+        self.given.get(&ino).map(|given| given.attr.size)
     }
 
     /// Notes that the page cache of `ino` now holds `version`'s contents;

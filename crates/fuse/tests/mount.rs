@@ -4,7 +4,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -706,5 +706,157 @@ async fn a_write_refused_later_is_reported_by_fsync() {
         drop(session);
         let _ = std::process::Command::new("umount").arg(&full).status();
         let _ = std::fs::remove_dir(&full);
+    }
+}
+
+/// The kernel reads ahead through the page cache a MiB at a time, as init
+/// asks, not its default 128 KiB (this test runs as root, who may say so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kernel_reads_ahead_a_mib() {
+    let (_scene, mnt, session) = mounted("read-ahead-kb", Cache::Strict, Dialect::L).await;
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let point = mnt.canonicalize().unwrap();
+    let device = table
+        .lines()
+        .rev()
+        .map(|line| line.split(' ').collect::<Vec<_>>())
+        .find(|f| Path::new(f[4]) == point)
+        .map(|f| f[2].to_owned())
+        .expect("the mount is in mountinfo");
+    let kb = std::fs::read_to_string(format!("/sys/class/bdi/{device}/read_ahead_kb")).unwrap();
+    assert_eq!(kb.trim(), "1024");
+    drop(session);
+}
+
+/// A file looked up and then opened is opened on the fid its lookup
+/// walked: one walk, not a walk and a clone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_looked_up_opens_on_its_walked_fid() {
+    let (scene, mnt, session) = mounted("open-walked", Cache::Strict, Dialect::L).await;
+    let other = other_client(&scene).await;
+    let file = other
+        .create("known", 0o644, ninep_wire::consts::dotl::O_WRONLY)
+        .await
+        .unwrap();
+    file.write_all_at(0, "here".into()).await.unwrap();
+    file.close().await.unwrap();
+    let before = scene.sent();
+    let path = mnt.join("known");
+    let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(path).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(read, "here");
+    assert_eq!(more(&before, &scene.sent(), "Twalk"), 1);
+    drop(session);
+}
+
+/// Under loose caching the attributes given are trusted as long as the
+/// kernel may trust them, even where the kernel asks again after a change
+/// made through the mount (a create in the directory, a write): what it
+/// is told moves with those changes, without asking the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loose_attributes_are_answered_by_the_mount() {
+    let (scene, mnt, session) = mounted("loose-attrs", Cache::Loose, Dialect::L).await;
+    let at = mnt.clone();
+    tokio::task::spawn_blocking(move || std::fs::create_dir(at.join("d")).unwrap())
+        .await
+        .unwrap();
+    let before = scene.sent();
+    let at = mnt.clone();
+    let nlink = tokio::task::spawn_blocking(move || {
+        let dir = at.join("d");
+        let mtime = std::fs::metadata(&dir).unwrap().modified().unwrap();
+        for i in 0..20 {
+            std::fs::write(dir.join(format!("f{i}")), b"some bytes").unwrap();
+            let meta = std::fs::metadata(&dir).unwrap();
+            assert!(
+                meta.modified().unwrap() >= mtime,
+                "the directory's mtime moves on"
+            );
+        }
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::fs::metadata(&dir).unwrap().nlink()
+    })
+    .await
+    .unwrap();
+    // A subdirectory made changes the link count as the server counts it.
+    let links = other_client(&scene).await.stat("d").await.unwrap().nlink;
+    assert_eq!(nlink, links);
+    // One Tgetattr per file made (its attributes after the create), none
+    // for the directory asked about after each; a few for the
+    // subdirectory (its own, and its parent's changed link count). Without
+    // the mount answering, the directory is asked about after each file.
+    let getattrs = more(&before, &scene.sent(), "Tgetattr");
+    assert!(getattrs <= 20 + 3, "{getattrs} Tgetattr");
+    drop(session);
+}
+
+/// A write by a user who may not keep a file's set-id bits drops them, and
+/// the mount shows them dropped at once under every policy: a file just
+/// written is never run set-id (whether the kernel or the server drops
+/// them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_by_another_user_drops_set_id_bits() {
+    for (name, cache) in [
+        ("setid-none", Cache::None),
+        ("setid-strict", Cache::Strict),
+        ("setid-loose", Cache::Loose),
+    ] {
+        let base = std::env::temp_dir().join(format!("ninep-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (dir, mnt) = (base.join("dir"), base.join("mnt"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&mnt).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let export = ninep_export::Export::new(
+            &dir,
+            ninep_export::Options {
+                identity: ninep_export::Identity::Multiuser,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let addr = Addr::Unix(base.join("sock"));
+        support::serve(export, &addr).await;
+        let fsys = Client::connect(&addr.to_string())
+            .await
+            .unwrap()
+            .attach_as("root", 0, "")
+            .await
+            .unwrap();
+        let options = ninep_fuse::Options {
+            source: "ninep-test".into(),
+            cache,
+            access: ninep_fuse::Access::User {
+                aname: String::new(),
+                uid: 0,
+            },
+            ..Default::default()
+        };
+        let session = ninep_fuse::mount(fsys, &mnt, &options).unwrap();
+        // Set-id and owned by nobody, who writes it through the mount.
+        let on_disk = dir.join("tool");
+        std::fs::write(&on_disk, "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::chown(&on_disk, Some(65534), None).unwrap();
+        std::fs::set_permissions(&on_disk, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let through = mnt.join("tool");
+        assert_eq!(std::fs::metadata(&through).unwrap().mode() & 0o7777, 0o4755);
+        let appended = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(format!("echo more >> '{}'", through.display()))
+            .status()
+            .unwrap();
+        assert!(appended.success(), "{name}: nobody appends");
+        let shown = std::fs::metadata(&through).unwrap().mode() & 0o7777;
+        assert_eq!(shown, 0o755, "{name}: the mount shows {shown:o}");
+        drop(session);
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::join_all;
-use ninep_client::Options;
+use ninep_client::{Dialer, Options};
 use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, Time, User};
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rstatfs, convert};
@@ -33,6 +33,8 @@ pub struct Config {
     pub read_ahead: u64,
     /// How to connect to servers.
     pub client: Options,
+    /// How to reach servers: TLS for their `tls!` addresses, say.
+    pub dialer: Dialer,
 }
 
 impl Default for Config {
@@ -43,6 +45,7 @@ impl Default for Config {
             window: 256,
             read_ahead: 16 << 20,
             client: Options::default(),
+            dialer: Dialer::default(),
         }
     }
 }
@@ -63,7 +66,12 @@ const MEND_EVERY: Duration = Duration::from_secs(1);
 impl Mux {
     /// A mux with an empty base name space.
     pub fn new(config: Config) -> Mux {
-        let upstreams = Upstreams::new(config.window, config.read_ahead, config.client);
+        let upstreams = Upstreams::new(
+            config.window,
+            config.read_ahead,
+            config.client,
+            config.dialer,
+        );
         let shared = Arc::new(Shared::new(upstreams, config.uname, config.n_uname));
         Mux {
             base: Arc::new(Namespace::empty(shared)),

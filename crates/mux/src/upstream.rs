@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use ninep_client::{Client, Options};
+use ninep_client::{Client, Dialer, Options};
 use ninep_server::{Error, Result};
 use ninep_wire::{Dialect, Errno, Qid};
 use parking_lot::Mutex;
@@ -110,16 +110,18 @@ pub(crate) struct Upstreams {
     window: usize,
     read_ahead: u64,
     options: Options,
+    dialer: Dialer,
 }
 
 impl Upstreams {
-    pub fn new(window: usize, read_ahead: u64, options: Options) -> Upstreams {
+    pub fn new(window: usize, read_ahead: u64, options: Options, dialer: Dialer) -> Upstreams {
         Upstreams {
             conns: tokio::sync::Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(LOCAL + 1),
             window: window.max(1),
             read_ahead,
             options,
+            dialer,
         }
     }
 
@@ -133,7 +135,7 @@ impl Upstreams {
         }
         // An address may go through a gateway's /net (GW:/tcp!host!port);
         // the mux meets gateways as nobody in particular.
-        let dial = ninep_devices::dial::connect(addr, self.options.clone(), "none");
+        let dial = ninep_devices::dial::connect(addr, &self.dialer, self.options.clone(), "none");
         let client = tokio::time::timeout(DIAL_TIMEOUT, dial)
             .await
             .map_err(|_| std::io::Error::from_raw_os_error(Errno::ETIMEDOUT.0 as i32))??;

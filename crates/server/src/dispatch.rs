@@ -11,6 +11,7 @@ use ninep_wire::consts::{dotl, open::*};
 use ninep_wire::*;
 use tokio::sync::RwLockReadGuard;
 
+use crate::auth::AuthFid;
 use crate::clunk::{self, Ending};
 use crate::error::{Error, Result};
 use crate::fids::{FidState, Pending, Slot};
@@ -24,6 +25,9 @@ pub(crate) struct Resolved<T> {
     pub fid: Option<Arc<Slot<T>>>,
     pub other: Option<Arc<Slot<T>>>,
     pub new: Option<Pending<T>>,
+    /// The authentication fid a Tauth made, or that a Tattach, Tread,
+    /// Twrite, Tclunk or Tremove names.
+    pub afid: Option<Arc<AuthFid>>,
 }
 
 impl<T> Default for Resolved<T> {
@@ -32,6 +36,7 @@ impl<T> Default for Resolved<T> {
             fid: None,
             other: None,
             new: None,
+            afid: None,
         }
     }
 }
@@ -93,6 +98,11 @@ impl<F: Filesystem> Handler<'_, F> {
     }
 
     pub async fn run(self, msg: Msg, r: Resolved<F::File>) -> Result<Msg> {
+        if let Some(afid) = &r.afid
+            && !matches!(msg, Msg::Tattach(_))
+        {
+            return authentication(msg, afid).await;
+        }
         Ok(match msg {
             Msg::Tattach(m) => self.attach(m, r).await?,
             Msg::Twalk(m) => self.walk(m, r).await?,
@@ -292,10 +302,15 @@ impl<F: Filesystem> Handler<'_, F> {
     }
 
     async fn attach(&self, m: Tattach, r: Resolved<F::File>) -> Result<Msg> {
-        let user = Arc::new(User {
+        let claim = User {
             uname: m.uname,
             n_uname: m.n_uname,
             aname: m.aname,
+        };
+        let policy = &self.conn.shared.policy;
+        let user = Arc::new(match &r.afid {
+            Some(afid) => afid.attach(policy, &claim).await?,
+            None => policy.by_connection(&self.conn.peer, &claim)?,
         });
         let (file, qid) = self.fs().attach(&user).await?;
         r.new
@@ -426,6 +441,34 @@ impl<F: Filesystem> Handler<'_, F> {
         let conn = self.conn;
         clunk::end(&conn.tasks, &conn.shared, slot, self.session.dialect, how).await
     }
+}
+
+/// A request on an authentication fid: Tauth made it, Tread and Twrite
+/// carry its exchange, and Tclunk or Tremove (which cannot remove it) end
+/// it, whatever it was doing.
+async fn authentication(msg: Msg, afid: &AuthFid) -> Result<Msg> {
+    Ok(match msg {
+        Msg::Tauth(_) => Rauth { aqid: afid.qid }.into(),
+        Msg::Tread(m) => Rread {
+            data: afid.read(m.offset, m.count).await?,
+        }
+        .into(),
+        Msg::Twrite(m) => Rwrite {
+            count: afid.write(m.offset, m.data).await?,
+        }
+        .into(),
+        Msg::Tclunk(_) => Rclunk {}.into(),
+        Msg::Tremove(_) => {
+            return Err(Error::with_errno(
+                Errno::EPERM,
+                "an authentication fid cannot be removed",
+            ));
+        }
+        other => {
+            let what = format!("{} of an authentication fid", other.name());
+            return Err(Error::with_errno(Errno::EINVAL, what));
+        }
+    })
 }
 
 /// A second fid that may be the first one again.

@@ -6,6 +6,9 @@
 //! So the reader thread of the connection inserts and removes entries as each
 //! request arrives; a fid being created (by attach or walk) is inserted
 //! locked, and requests that name it wait until its creator finishes.
+//!
+//! Authentication fids (Tauth) share the table's numbers, so that no fid
+//! of either kind can take the number of the other, but hold no file.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use ninep_wire::{Fid, Qid};
 use parking_lot::Mutex;
 use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
 
+use crate::auth::AuthFid;
 use crate::dirread::DirCursor;
 use crate::fs::User;
 use crate::xattr::Xattr;
@@ -78,7 +82,24 @@ impl Drop for Exclusive {
 }
 
 pub(crate) type Slot<T> = RwLock<Option<FidState<T>>>;
-type Table<T> = Mutex<HashMap<Fid, Arc<Slot<T>>>>;
+type Table<T> = Mutex<HashMap<Fid, Entry<T>>>;
+
+/// A fid of either kind.
+pub(crate) enum Entry<T> {
+    /// A fid for a file, made by attach or walk.
+    File(Arc<Slot<T>>),
+    /// An authentication fid, made by Tauth.
+    Auth(Arc<AuthFid>),
+}
+
+impl<T> Clone for Entry<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Entry::File(slot) => Entry::File(slot.clone()),
+            Entry::Auth(afid) => Entry::Auth(afid.clone()),
+        }
+    }
+}
 
 /// The fids of a connection.
 pub(crate) struct Fids<T> {
@@ -100,23 +121,46 @@ impl<T: Send + Sync + 'static> Fids<T> {
         }
     }
 
-    pub fn get(&self, fid: Fid) -> Option<Arc<Slot<T>>> {
+    /// The fid numbered `fid`, of either kind.
+    pub fn entry(&self, fid: Fid) -> Option<Entry<T>> {
         self.table.lock().get(&fid).cloned()
     }
 
-    /// Reserves `fid` for a fid being created; it stays locked until the
-    /// returned [`Pending`] is filled or dropped.
-    pub fn reserve(&self, fid: Fid) -> Result<Pending<T>, Refusal> {
+    /// The file fid numbered `fid`.
+    pub fn get(&self, fid: Fid) -> Option<Arc<Slot<T>>> {
+        match self.entry(fid)? {
+            Entry::File(slot) => Some(slot),
+            Entry::Auth(_) => None,
+        }
+    }
+
+    /// Enters the authentication fid `afid` as `fid`.
+    pub fn insert_auth(&self, fid: Fid, afid: Arc<AuthFid>) -> Result<(), Refusal> {
         let mut table = self.table.lock();
+        self.check_free(&table, fid)?;
+        table.insert(fid, Entry::Auth(afid));
+        Ok(())
+    }
+
+    /// Refuses a number in use, and one past the limit.
+    fn check_free(&self, table: &HashMap<Fid, Entry<T>>, fid: Fid) -> Result<(), Refusal> {
         if fid == Fid::NOFID || table.contains_key(&fid) {
             return Err(Refusal::InUse);
         }
         if table.len() >= self.limit {
             return Err(Refusal::TooMany);
         }
+        Ok(())
+    }
+
+    /// Reserves `fid` for a fid being created; it stays locked until the
+    /// returned [`Pending`] is filled or dropped.
+    pub fn reserve(&self, fid: Fid) -> Result<Pending<T>, Refusal> {
+        let mut table = self.table.lock();
+        self.check_free(&table, fid)?;
         let slot = Arc::new(RwLock::new(None));
         let guard = slot.clone().try_write_owned().expect("a new lock is free");
-        table.insert(fid, slot.clone());
+        table.insert(fid, Entry::File(slot.clone()));
         Ok(Pending {
             fid,
             slot,
@@ -126,13 +170,21 @@ impl<T: Send + Sync + 'static> Fids<T> {
     }
 
     /// Takes `fid` out of the table (Tclunk, Tremove).
-    pub fn remove(&self, fid: Fid) -> Option<Arc<Slot<T>>> {
+    pub fn remove(&self, fid: Fid) -> Option<Entry<T>> {
         self.table.lock().remove(&fid)
     }
 
-    /// Empties the table (Tversion, hang-up).
+    /// Empties the table (Tversion, hang-up), and returns the file fids:
+    /// an authentication fid needs no more than to be let go.
     pub fn drain(&self) -> Vec<Arc<Slot<T>>> {
-        self.table.lock().drain().map(|(_, slot)| slot).collect()
+        let drained: Vec<_> = self.table.lock().drain().map(|(_, e)| e).collect();
+        drained
+            .into_iter()
+            .filter_map(|entry| match entry {
+                Entry::File(slot) => Some(slot),
+                Entry::Auth(_) => None,
+            })
+            .collect()
     }
 }
 
@@ -158,9 +210,8 @@ impl<T> Drop for Pending<T> {
         let filled = self.guard.as_ref().is_some_and(|g| g.is_some());
         if !filled {
             let mut table = self.table.lock();
-            if table
-                .get(&self.fid)
-                .is_some_and(|s| Arc::ptr_eq(s, &self.slot))
+            if let Some(Entry::File(slot)) = table.get(&self.fid)
+                && Arc::ptr_eq(slot, &self.slot)
             {
                 table.remove(&self.fid);
             }

@@ -7,6 +7,10 @@
 //! operation, each with a canonical refusal) or, for a small synthetic tree,
 //! through the ready-made [`tree`].
 //!
+//! Who may attach is the server's [`Policy`] ([`auth`]): by default anyone,
+//! as whoever they name; or only users proven by a Tauth scheme such as
+//! MUNGE, or by what the connection itself proves.
+//!
 //! The stream extension (docs/streams.md) is offered to clients that ask
 //! for it at Tversion, within [`StreamLimits`].
 //!
@@ -19,6 +23,7 @@
 
 #![warn(clippy::unwrap_used)]
 
+pub mod auth;
 mod clunk;
 mod create;
 mod dirread;
@@ -36,7 +41,9 @@ pub mod fs;
 pub mod queue;
 pub mod tree;
 
+pub use auth::Policy;
 pub use error::{Error, Result};
 pub use fs::{Attr, Cx, DirEntry, Filesystem, Opened, SetAttr, SetTime, Time, User};
+pub use ninep_transport::Peer;
 pub use server::{Limits, Server, Spawned, StreamLimits};
 pub use session::MIN_MSIZE;

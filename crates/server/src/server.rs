@@ -3,11 +3,12 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use ninep_transport::{Addr, Listener, Stream};
+use ninep_transport::{Addr, Established, Listener, Peer, Stream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Policy;
 use crate::fids::ExclusiveFiles;
 use crate::fs::Filesystem;
 use crate::session;
@@ -70,6 +71,7 @@ pub(crate) struct Shared<F> {
     pub fs: F,
     pub limits: Limits,
     pub stream_limits: StreamLimits,
+    pub policy: Policy,
     pub exclusive: ExclusiveFiles,
 }
 
@@ -107,14 +109,25 @@ impl<F: Filesystem> Server<F> {
 
     /// A server with limits on the stream extension too.
     pub fn with_stream_limits(fs: F, limits: Limits, stream_limits: StreamLimits) -> Self {
+        Self::with_policy(fs, limits, stream_limits, Policy::default())
+    }
+
+    /// A server that serves only the attaches `policy` allows.
+    pub fn with_policy(fs: F, limits: Limits, stream_limits: StreamLimits, policy: Policy) -> Self {
         Server {
             shared: Arc::new(Shared {
                 fs,
                 limits,
                 stream_limits,
+                policy,
                 exclusive: ExclusiveFiles::default(),
             }),
         }
+    }
+
+    /// Who may attach.
+    pub fn policy(&self) -> &Policy {
+        &self.shared.policy
     }
 
     /// The limits it serves within.
@@ -158,9 +171,9 @@ impl<F: Filesystem> Server<F> {
         let mut conns = JoinSet::new();
         tokio::pin!(shutdown);
         loop {
-            let (link, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(conn) => conn,
+            let incoming = tokio::select! {
+                accepted = listener.incoming() => match accepted {
+                    Ok(incoming) => incoming,
                     Err(e) => {
                         // Out of descriptors and the like: keep serving the others.
                         tracing::warn!("accept: {e}");
@@ -171,18 +184,38 @@ impl<F: Filesystem> Server<F> {
                 () = &mut shutdown => break,
                 Some(_) = conns.join_next(), if !conns.is_empty() => continue,
             };
-            tracing::debug!("connection from {peer}");
+            tracing::debug!("connection from {}", incoming.peer());
+            // A connection holds its slot from its handshake on: one that
+            // never finishes it holds the slot until the handshake times out.
             match slots.clone().try_acquire_owned() {
                 Ok(permit) => {
                     let shared = self.shared.clone();
                     let stop = stop.child_token();
                     conns.spawn(async move {
-                        session::serve(shared, link, stop).await;
+                        let established = tokio::select! {
+                            established = incoming.establish() => established,
+                            () = stop.cancelled() => return,
+                        };
+                        match established {
+                            Ok(Established::Ready(link, peer)) => {
+                                session::serve(shared, link, peer, stop).await;
+                            }
+                            Ok(Established::NotTls(link, peer)) => {
+                                tracing::debug!("{peer}: not TLS");
+                                session::refuse(link, "this port speaks TLS: dial tls!host!port")
+                                    .await;
+                            }
+                            Err(e) => tracing::debug!("handshake: {e}"),
+                        }
                         drop(permit);
                     });
                 }
                 Err(_) => {
-                    conns.spawn(session::refuse(link, "too many connections"));
+                    conns.spawn(async move {
+                        if let Ok(Established::Ready(link, _)) = incoming.establish().await {
+                            session::refuse(link, "too many connections").await;
+                        }
+                    });
                 }
             }
         }
@@ -208,10 +241,22 @@ impl<F: Filesystem> Server<F> {
     }
 
     /// Serves one already-connected stream (standard input and output, say)
-    /// until the peer hangs up or `shutdown` completes.
+    /// until the peer hangs up or `shutdown` completes. Nothing is known
+    /// of the peer.
     pub async fn serve_stream(&self, link: Box<dyn Stream>, shutdown: impl Future<Output = ()>) {
+        self.serve_peer(link, Peer::named("stream"), shutdown).await
+    }
+
+    /// Serves one already-connected stream from `peer`, until the peer
+    /// hangs up or `shutdown` completes.
+    pub async fn serve_peer(
+        &self,
+        link: Box<dyn Stream>,
+        peer: Peer,
+        shutdown: impl Future<Output = ()>,
+    ) {
         let stop = CancellationToken::new();
-        let serving = session::serve(self.shared.clone(), link, stop.clone());
+        let serving = session::serve(self.shared.clone(), link, peer, stop.clone());
         tokio::pin!(serving);
         tokio::select! {
             () = &mut serving => return,

@@ -22,7 +22,7 @@ use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use ninep_transport::{Frame, FrameCodec, Room, Stream, Writer};
+use ninep_transport::{Frame, FrameCodec, Peer, Room, Stream, Writer};
 use ninep_wire::*;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
@@ -31,11 +31,12 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::auth::AuthFid;
 use crate::clunk::{self, Ending};
 use crate::dispatch::{Handler, Resolved};
 use crate::error::Error;
-use crate::fids::{Fids, Pending, Refusal};
-use crate::fs::Filesystem;
+use crate::fids::{Entry, Fids, Pending, Refusal};
+use crate::fs::{Filesystem, User};
 use crate::server::Shared;
 use crate::stream::{self, StreamIo};
 
@@ -70,7 +71,11 @@ struct Inflight {
 /// The state of one connection shared with its request tasks.
 pub(crate) struct Conn<F: Filesystem> {
     pub shared: Arc<Shared<F>>,
+    /// Who is at the other end, as the transport tells.
+    pub peer: Peer,
     pub fids: Fids<F::File>,
+    /// Numbers the qids of authentication fids.
+    next_afid: AtomicU64,
     inflight: Mutex<HashMap<u16, Inflight>>,
     replies: Writer,
     next_id: AtomicU64,
@@ -153,17 +158,20 @@ pub(crate) fn error_reply(err: &Error, dialect: Dialect) -> Msg {
     }
 }
 
-/// Serves one connection, over `link` (a socket, a pipe), until the peer
-/// hangs up, framing is lost, or `shutdown` is cancelled.
+/// Serves one connection from `peer`, over `link` (a socket, a pipe),
+/// until the peer hangs up, framing is lost, or `shutdown` is cancelled.
 pub(crate) async fn serve<F: Filesystem>(
     shared: Arc<Shared<F>>,
     link: Box<dyn Stream>,
+    peer: Peer,
     shutdown: CancellationToken,
 ) {
     let (reader, writer) = tokio::io::split(link);
     let (replies, flusher) = Writer::spawn(writer, shared.limits.requests);
     let conn = Arc::new(Conn {
         fids: Fids::new(shared.limits.fids),
+        next_afid: AtomicU64::new(0),
+        peer,
         shared,
         inflight: Mutex::new(HashMap::new()),
         replies,
@@ -440,22 +448,44 @@ fn resolve<F: Filesystem>(conn: &Conn<F>, msg: &Msg) -> Result<Resolved<F::File>
             .get(fid)
             .ok_or_else(|| Error::with_errno(Errno::EBADF, "unknown fid"))
     };
-    let reserve = |fid: Fid| -> Result<Pending<F::File>, Error> {
-        conn.fids.reserve(fid).map_err(|r| match r {
-            Refusal::InUse => Error::with_errno(Errno::EBADF, "fid in use"),
-            Refusal::TooMany => Error::with_errno(Errno::EMFILE, "too many fids"),
-        })
-    };
+    let reserve =
+        |fid: Fid| -> Result<Pending<F::File>, Error> { conn.fids.reserve(fid).map_err(refusal) };
     let mut r = Resolved::default();
     match msg {
         Msg::Tattach(m) => {
             if m.afid != Fid::NOFID {
-                return Err(Error::with_errno(
-                    Errno::EINVAL,
-                    "authentication not required",
-                ));
+                if conn.shared.policy.is_open() {
+                    return Err(Error::with_errno(
+                        Errno::EINVAL,
+                        "authentication not required",
+                    ));
+                }
+                r.afid = Some(match conn.fids.entry(m.afid) {
+                    Some(Entry::Auth(afid)) => afid,
+                    Some(Entry::File(_)) => {
+                        return Err(Error::with_errno(
+                            Errno::EINVAL,
+                            "afid is not an authentication fid",
+                        ));
+                    }
+                    None => return Err(Error::with_errno(Errno::EBADF, "unknown afid")),
+                });
             }
             r.new = Some(reserve(m.fid)?);
+        }
+        Msg::Tauth(m) => {
+            let claim = User {
+                uname: m.uname.clone(),
+                n_uname: m.n_uname,
+                aname: m.aname.clone(),
+            };
+            let exchange = conn.shared.policy.start(&claim)?;
+            let path = conn.next_afid.fetch_add(1, Ordering::Relaxed);
+            let afid = Arc::new(AuthFid::new(path, claim, exchange));
+            conn.fids
+                .insert_auth(m.afid, afid.clone())
+                .map_err(refusal)?;
+            r.afid = Some(afid);
         }
         Msg::Twalk(m) => {
             r.fid = Some(get(m.fid)?);
@@ -468,11 +498,11 @@ fn resolve<F: Filesystem>(conn: &Conn<F>, msg: &Msg) -> Result<Resolved<F::File>
             r.new = Some(reserve(m.newfid)?);
         }
         Msg::Tclunk(Tclunk { fid }) | Msg::Tremove(Tremove { fid }) => {
-            r.fid = Some(
-                conn.fids
-                    .remove(*fid)
-                    .ok_or_else(|| Error::with_errno(Errno::EBADF, "unknown fid"))?,
-            );
+            match conn.fids.remove(*fid) {
+                Some(Entry::File(slot)) => r.fid = Some(slot),
+                Some(Entry::Auth(afid)) => r.afid = Some(afid),
+                None => return Err(Error::with_errno(Errno::EBADF, "unknown fid")),
+            }
         }
         Msg::Trename(m) => {
             r.fid = Some(get(m.fid)?);
@@ -485,12 +515,6 @@ fn resolve<F: Filesystem>(conn: &Conn<F>, msg: &Msg) -> Result<Resolved<F::File>
         Msg::Trenameat(m) => {
             r.fid = Some(get(m.olddirfid)?);
             r.other = Some(get(m.newdirfid)?);
-        }
-        Msg::Tauth(_) => {
-            return Err(Error::with_errno(
-                Errno::ENOENT,
-                "authentication not required",
-            ));
         }
         other => {
             let fid = match other {
@@ -519,10 +543,28 @@ fn resolve<F: Filesystem>(conn: &Conn<F>, msg: &Msg) -> Result<Resolved<F::File>
                 Msg::Tswrite(m) => m.fid,
                 _ => return Err(Error::not_supported()),
             };
-            r.fid = Some(get(fid)?);
+            match conn.fids.entry(fid) {
+                Some(Entry::File(slot)) => r.fid = Some(slot),
+                Some(Entry::Auth(afid)) if matches!(other, Msg::Tread(_) | Msg::Twrite(_)) => {
+                    r.afid = Some(afid)
+                }
+                Some(Entry::Auth(_)) => {
+                    let what = format!("{} of an authentication fid", other.name());
+                    return Err(Error::with_errno(Errno::EINVAL, what));
+                }
+                None => return Err(Error::with_errno(Errno::EBADF, "unknown fid")),
+            }
         }
     }
     Ok(r)
+}
+
+/// The error for a fid number that cannot be taken.
+fn refusal(r: Refusal) -> Error {
+    match r {
+        Refusal::InUse => Error::with_errno(Errno::EBADF, "fid in use"),
+        Refusal::TooMany => Error::with_errno(Errno::EMFILE, "too many fids"),
+    }
 }
 
 /// Encodes a reply. One that cannot be sent within msize becomes an error

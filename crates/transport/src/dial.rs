@@ -1,5 +1,8 @@
-//! Plan 9 dial strings: `tcp!host!port`, `unix!/path`, and the `host:port`
-//! form people type. The default 9P port is 564.
+//! Plan 9 dial strings: `tcp!host!port`, `tls!host!port`, `unix!/path`,
+//! and the `host:port` form people type; and, for dialing only, a command
+//! to speak to through a pipe: `exec!COMMAND`, or `ssh!host!DIR` for
+//! `ninep serve --stdio DIR` run on `host` by ssh. The default 9P port is
+//! 564.
 
 use std::fmt;
 use std::io;
@@ -8,6 +11,9 @@ use std::str::FromStr;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+use crate::exec::Piped;
+use crate::tls::{Accepted, TlsClient, TlsServer};
 
 /// The port 9P servers listen on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 564;
@@ -22,18 +28,52 @@ pub enum Addr {
         /// TCP port.
         port: u16,
     },
+    /// `tls!host!port`: TCP, and TLS over it.
+    Tls {
+        /// Host name or address; a client checks the server's certificate
+        /// for this name.
+        host: String,
+        /// TCP port.
+        port: u16,
+    },
     /// `unix!/path`.
     Unix(PathBuf),
+    /// `exec!COMMAND`: the standard input and output of `sh -c COMMAND`.
+    Exec(String),
 }
 
 impl FromStr for Addr {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Addr, String> {
-        let bad = || format!("bad address {s:?}: want tcp!host!port, unix!/path or host:port");
+        if let Some(command) = s.strip_prefix("exec!").filter(|c| !c.trim().is_empty()) {
+            return Ok(Addr::Exec(command.to_owned()));
+        }
+        if let Some(rest) = s.strip_prefix("ssh!")
+            && let Some((host, dir)) = rest.split_once('!')
+            && !host.is_empty()
+            && !dir.is_empty()
+        {
+            // ssh hands the remote shell its words joined: the directory
+            // is quoted for that shell, and each word again for ours.
+            let remote = ["ninep", "serve", "--stdio", &quote(dir)].map(quote);
+            return Ok(Addr::Exec(format!(
+                "exec ssh -T {} {}",
+                quote(host),
+                remote.join(" ")
+            )));
+        }
+        let bad = || {
+            format!("bad address {s:?}: want tcp!host!port, tls!host!port, unix!/path or host:port")
+        };
         let parts: Vec<&str> = s.split('!').collect();
         match parts.as_slice() {
             ["unix", path] if !path.is_empty() => Ok(Addr::Unix(PathBuf::from(path))),
+            ["tls", host] if !host.is_empty() => Ok(tls(host, DEFAULT_PORT)),
+            ["tls", host, port] if !host.is_empty() => {
+                let port = port.parse().map_err(|_| bad())?;
+                Ok(tls(host, port))
+            }
             ["tcp" | "net", host] => Ok(tcp(host, DEFAULT_PORT)),
             ["tcp" | "net", host, port] => {
                 let port = port.parse().map_err(|_| bad())?;
@@ -62,6 +102,11 @@ impl FromStr for Addr {
     }
 }
 
+/// `word` quoted for a POSIX shell.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
 fn tcp(host: &str, port: u16) -> Addr {
     Addr::Tcp {
         host: host.to_owned(),
@@ -69,11 +114,31 @@ fn tcp(host: &str, port: u16) -> Addr {
     }
 }
 
+fn tls(host: &str, port: u16) -> Addr {
+    Addr::Tls {
+        host: host.to_owned(),
+        port,
+    }
+}
+
+/// The host to bind for `host`: `*` is every local address.
+fn bind_host(host: &str) -> &str {
+    if host == "*" { "0.0.0.0" } else { host }
+}
+
+async fn dial_tcp(host: &str, port: u16) -> io::Result<TcpStream> {
+    let s = TcpStream::connect((host, port)).await?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
 impl fmt::Display for Addr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Addr::Tcp { host, port } => write!(f, "tcp!{host}!{port}"),
+            Addr::Tls { host, port } => write!(f, "tls!{host}!{port}"),
             Addr::Unix(path) => write!(f, "unix!{}", path.display()),
+            Addr::Exec(command) => write!(f, "exec!{command}"),
         }
     }
 }
@@ -86,24 +151,27 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 pub type Conn = (Box<dyn Stream>, String);
 
 impl Addr {
-    /// Connects to the address.
+    /// Connects to the address, with no TLS configured.
     pub async fn dial(&self) -> io::Result<Box<dyn Stream>> {
-        Ok(match self {
-            Addr::Tcp { host, port } => {
-                let s = TcpStream::connect((host.as_str(), *port)).await?;
-                s.set_nodelay(true)?;
-                Box::new(s)
-            }
-            Addr::Unix(path) => Box::new(UnixStream::connect(path).await?),
-        })
+        Dialer::default().dial(self).await
     }
 
-    /// Starts listening on the address. A stale unix socket file is replaced.
+    /// Starts listening on the address, with no TLS configured. A stale
+    /// unix socket file is replaced.
     pub async fn listen(&self) -> io::Result<Listener> {
+        self.listen_with(None).await
+    }
+
+    /// Starts listening on the address; a `tls!` one takes its
+    /// connections with `tls`.
+    pub async fn listen_with(&self, tls: Option<TlsServer>) -> io::Result<Listener> {
         Ok(match self {
             Addr::Tcp { host, port } => {
-                let host = if host == "*" { "0.0.0.0" } else { host };
-                Listener::Tcp(TcpListener::bind((host, *port)).await?)
+                Listener::Tcp(TcpListener::bind((bind_host(host), *port)).await?)
+            }
+            Addr::Tls { host, port } => {
+                let tls = tls.ok_or_else(|| needs("a certificate and key to listen on"))?;
+                Listener::Tls(TcpListener::bind((bind_host(host), *port)).await?, tls)
             }
             Addr::Unix(path) => {
                 if path.exists() && UnixStream::connect(path).await.is_err() {
@@ -111,31 +179,207 @@ impl Addr {
                 }
                 Listener::Unix(UnixListener::bind(path)?, path.clone())
             }
+            Addr::Exec(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "exec! is for dialing; to serve a pipe, use --stdio",
+                ));
+            }
         })
     }
 }
 
-/// A listening socket of either kind.
+/// The error for a `tls!` address without the TLS configuration it needs.
+fn needs(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("tls! needs {what} (--tls-cert, --tls-key, --tls-ca)"),
+    )
+}
+
+/// How a client connects: the addresses of every kind, and its side of TLS
+/// for `tls!` ones.
+#[derive(Debug, Clone, Default)]
+pub struct Dialer {
+    tls: Option<TlsClient>,
+}
+
+impl Dialer {
+    /// A dialer that speaks TLS as `tls` says.
+    pub fn with_tls(tls: TlsClient) -> Dialer {
+        Dialer { tls: Some(tls) }
+    }
+
+    /// Connects to `addr`.
+    pub async fn dial(&self, addr: &Addr) -> io::Result<Box<dyn Stream>> {
+        Ok(match addr {
+            Addr::Tcp { host, port } => Box::new(dial_tcp(host, *port).await?),
+            Addr::Tls { host, port } => {
+                let tls = self.tls.as_ref().ok_or_else(|| needs("a CA to dial"))?;
+                Box::new(tls.connect(host, dial_tcp(host, *port).await?).await?)
+            }
+            Addr::Unix(path) => Box::new(UnixStream::connect(path).await?),
+            Addr::Exec(command) => Box::new(Piped::spawn(command)?),
+        })
+    }
+}
+
+/// A listening socket of any kind.
 #[derive(Debug)]
 pub enum Listener {
     /// A TCP socket.
     Tcp(TcpListener),
+    /// A TCP socket whose connections speak TLS.
+    Tls(TcpListener, TlsServer),
     /// A Unix domain socket and the path it is bound to.
     Unix(UnixListener, PathBuf),
 }
 
-impl Listener {
-    /// Waits for the next connection.
-    pub async fn accept(&self) -> io::Result<Conn> {
+/// Who is at the other end of an accepted connection, as far as its
+/// transport can tell. What it proves is the server's to judge.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Peer {
+    /// A printable name: the peer's address, or the socket's path.
+    pub name: String,
+    /// The uid of the process that connected to a unix socket, as the
+    /// kernel reports it (SO_PEERCRED).
+    pub uid: Option<u32>,
+    /// The name (subject common name) in the client certificate of a TLS
+    /// peer, which its CA vouched for.
+    pub cert_name: Option<String>,
+}
+
+impl Peer {
+    /// A peer known by name only, as on a pipe.
+    pub fn named(name: impl Into<String>) -> Peer {
+        Peer {
+            name: name.into(),
+            ..Peer::default()
+        }
+    }
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)?;
+        if let Some(uid) = self.uid {
+            write!(f, " (uid {uid})")?;
+        }
+        if let Some(name) = &self.cert_name {
+            write!(f, " (certificate {name})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A connection accepted, its handshake (if any) yet to run.
+#[derive(Debug)]
+pub struct Incoming {
+    link: Link,
+    peer: Peer,
+}
+
+enum Link {
+    Ready(Box<dyn Stream>),
+    Tls(TcpStream, TlsServer),
+}
+
+impl fmt::Debug for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Link::Ready(_) => "Ready",
+            Link::Tls(..) => "Tls",
+        })
+    }
+}
+
+/// An accepted connection once its handshake has run.
+pub enum Established {
+    /// Ready to carry 9P.
+    Ready(Box<dyn Stream>, Peer),
+    /// The peer spoke something other than TLS to a TLS port: the stream
+    /// as it came, to be told so.
+    NotTls(Box<dyn Stream>, Peer),
+}
+
+impl fmt::Debug for Established {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Listener::Tcp(l) => {
-                let (s, peer) = l.accept().await?;
+            Established::Ready(_, peer) => write!(f, "Ready({peer})"),
+            Established::NotTls(_, peer) => write!(f, "NotTls({peer})"),
+        }
+    }
+}
+
+impl Incoming {
+    /// Who connected, as far as is known before any handshake.
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    /// Runs the connection's handshake, if it has one.
+    pub async fn establish(self) -> io::Result<Established> {
+        let Incoming { link, mut peer } = self;
+        Ok(match link {
+            Link::Ready(stream) => Established::Ready(stream, peer),
+            Link::Tls(tcp, tls) => match tls.accept(tcp).await? {
+                Accepted::Tls(stream, name) => {
+                    peer.cert_name = name;
+                    Established::Ready(stream, peer)
+                }
+                Accepted::NotTls(tcp) => Established::NotTls(Box::new(tcp), peer),
+            },
+        })
+    }
+}
+
+impl Listener {
+    /// Waits for the next connection, and runs its handshake.
+    pub async fn accept(&self) -> io::Result<Conn> {
+        let (stream, peer) = self.accept_peer().await?;
+        Ok((stream, peer.name))
+    }
+
+    /// Waits for the next connection, runs its handshake, and tells who
+    /// made it.
+    pub async fn accept_peer(&self) -> io::Result<(Box<dyn Stream>, Peer)> {
+        match self.incoming().await?.establish().await? {
+            Established::Ready(stream, peer) => Ok((stream, peer)),
+            Established::NotTls(_, peer) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{peer}: not TLS"),
+            )),
+        }
+    }
+
+    /// Waits for the next connection; its handshake is left to run, so
+    /// that a slow one holds up nobody else.
+    pub async fn incoming(&self) -> io::Result<Incoming> {
+        match self {
+            Listener::Tcp(l) | Listener::Tls(l, _) => {
+                let (s, addr) = l.accept().await?;
                 s.set_nodelay(true)?;
-                Ok((Box::new(s), peer.to_string()))
+                let peer = Peer::named(addr.to_string());
+                let link = match self {
+                    Listener::Tls(_, tls) => Link::Tls(s, tls.clone()),
+                    _ => Link::Ready(Box::new(s)),
+                };
+                Ok(Incoming { link, peer })
             }
             Listener::Unix(l, path) => {
                 let (s, _) = l.accept().await?;
-                Ok((Box::new(s), path.display().to_string()))
+                let uid = rustix::net::sockopt::socket_peercred(&s)
+                    .ok()
+                    .map(|cred| cred.uid.as_raw());
+                let peer = Peer {
+                    name: path.display().to_string(),
+                    uid,
+                    cert_name: None,
+                };
+                Ok(Incoming {
+                    link: Link::Ready(Box::new(s)),
+                    peer,
+                })
             }
         }
     }
@@ -145,10 +389,11 @@ impl Listener {
         match self {
             Listener::Tcp(l) => {
                 let a = l.local_addr()?;
-                Ok(Addr::Tcp {
-                    host: a.ip().to_string(),
-                    port: a.port(),
-                })
+                Ok(tcp(&a.ip().to_string(), a.port()))
+            }
+            Listener::Tls(l, _) => {
+                let a = l.local_addr()?;
+                Ok(tls(&a.ip().to_string(), a.port()))
             }
             Listener::Unix(_, path) => Ok(Addr::Unix(path.clone())),
         }
@@ -189,6 +434,19 @@ mod tests {
             assert!(bad.parse::<Addr>().is_err(), "{bad}");
         }
         assert_eq!(parse("tcp!h!1").to_string(), "tcp!h!1");
+        assert_eq!(parse("tls!h!1").to_string(), "tls!h!1");
+        assert_eq!(parse("tls!h"), tls("h", 564));
+        assert_eq!(
+            parse("exec!ninep serve --stdio a!b"),
+            Addr::Exec("ninep serve --stdio a!b".into())
+        );
+        assert_eq!(
+            parse("ssh!me@h!/srv"),
+            Addr::Exec(r#"exec ssh -T 'me@h' 'ninep' 'serve' '--stdio' ''\''/srv'\'''"#.into())
+        );
+        for bad in ["exec!", "exec! ", "ssh!h", "ssh!!d", "tls!"] {
+            assert!(bad.parse::<Addr>().is_err(), "{bad}");
+        }
     }
 
     #[tokio::test]
@@ -196,7 +454,10 @@ mod tests {
         let path = std::env::temp_dir().join(format!("ninep-dial-{}.sock", std::process::id()));
         let addr = Addr::Unix(path.clone());
         let listener = addr.listen().await.unwrap();
-        let (_c, _s) = tokio::join!(addr.dial(), listener.accept());
+        let (_c, accepted) = tokio::join!(addr.dial(), listener.accept_peer());
+        let (_s, peer) = accepted.unwrap();
+        // The kernel tells who connected: this very process.
+        assert_eq!(peer.uid, Some(rustix::process::getuid().as_raw()));
         drop(listener);
         assert!(!path.exists());
     }

@@ -1,5 +1,5 @@
 //! Carrying 9P over byte streams, for tokio: Plan 9 dial strings, listening
-//! and dialing, the framing codec that cuts a stream into whole messages,
+//! and dialing (over TLS too), the framing codec that cuts a stream into whole messages,
 //! and the writer that sends frames, at once or from a bounded queue.
 //! It sits between the wire layer (which never does I/O) and the server and
 //! client (which own connections).
@@ -7,9 +7,12 @@
 #![warn(clippy::unwrap_used)]
 
 mod dial;
+mod exec;
 mod framing;
+mod tls;
 mod writer;
 
-pub use dial::{Addr, Conn, DEFAULT_PORT, Listener, Stream};
+pub use dial::{Addr, Conn, DEFAULT_PORT, Dialer, Established, Incoming, Listener, Peer, Stream};
 pub use framing::{FrameCodec, FrameError};
+pub use tls::{HANDSHAKE_TIMEOUT, TlsClient, TlsServer};
 pub use writer::{Frame, Room, Writer};

@@ -65,3 +65,46 @@ pub fn noise(len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Starts `ninep serve ARGS...` on a free loopback TCP port (or, with
+/// `scheme` "tls", a TLS one) and returns it with the address it serves
+/// on, as its first line on standard error tells; killed when dropped.
+pub async fn serve_on_port(scheme: &str, args: &[&str]) -> (Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = Command::new(NINEP)
+        .arg("serve")
+        .args(args)
+        .args(["--listen", &format!("{scheme}!127.0.0.1!0")])
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ninep serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("the server to say where it serves")
+        .expect("its standard error")
+        .unwrap_or_default();
+    let addr = line
+        .rsplit(" on ")
+        .next()
+        .filter(|a| a.starts_with(scheme))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    // The rest of what it says goes to ours.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+        }
+    });
+    (child, addr)
+}
+
+/// The port of a `tcp!host!port` address.
+pub fn port(addr: &str) -> u16 {
+    addr.rsplit('!')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a port")
+}

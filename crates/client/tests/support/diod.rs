@@ -102,28 +102,26 @@ fn free_port() -> u16 {
 /// Starts diod exporting a fresh directory named after `tag` (unique within
 /// the test process), and waits until it accepts connections.
 pub fn start(tag: &str) -> Diod {
-    let binary = binary();
+    let mut diod = Command::new(binary());
+    // -n: no auth.
+    diod.arg("-n");
+    start_with(tag, diod)
+}
+
+/// Starts `diod`, a command that runs diod (in a name space of its own,
+/// say) with the arguments it has so far, as [`start`] does.
+pub fn start_with(tag: &str, mut diod: Command) -> Diod {
     let base = std::env::temp_dir();
     let dir = base.join(format!("ninep-diod-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let log = base.join(format!("ninep-diod-{}-{tag}.log", std::process::id()));
     let port = free_port();
-    // -f: foreground; -n: no auth; -N: no password file lookups (any uid may
-    // attach; we attach as uid 0, so the files are root's, as on disk);
-    // -c /dev/null: ignore /etc/diod.conf; -t 4: fewer worker threads.
-    let child = Command::new(&binary)
-        .args([
-            "-f",
-            "-n",
-            "-N",
-            "-c",
-            "/dev/null",
-            "-t",
-            "4",
-            "-L",
-            "stderr",
-        ])
+    // -f: foreground; -N: no password file lookups (any uid may attach; we
+    // attach as uid 0, so the files are root's, as on disk); -c /dev/null:
+    // ignore /etc/diod.conf; -t 4: fewer worker threads.
+    let child = diod
+        .args(["-f", "-N", "-c", "/dev/null", "-t", "4", "-L", "stderr"])
         .arg("-l")
         .arg(format!("127.0.0.1:{port}"))
         .arg("-e")
@@ -134,7 +132,7 @@ pub fn start(tag: &str) -> Diod {
             std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
         ))
         .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+        .unwrap_or_else(|e| panic!("starting diod: {e}"));
     let mut diod = Diod {
         child,
         dir,

@@ -38,6 +38,7 @@ pub fn limits() -> Limits {
 }
 
 /// Plays `script` against `fs` served with `limits`.
+#[allow(dead_code)]
 pub async fn play<F: Filesystem>(fs: F, limits: Limits, script: &str) {
     play_server(Server::with_limits(fs, limits), script).await
 }
