@@ -1,7 +1,7 @@
 //! Flags shared by the subcommands that talk to a server.
 
 use anyhow::{Context, Result};
-use ninep_client::{Client, Fsys, Options};
+use ninep_client::{Fsys, Options};
 
 use crate::auth::ClientArgs;
 use ninep_wire::{Dialect, NONUNAME};
@@ -9,7 +9,8 @@ use ninep_wire::{Dialect, NONUNAME};
 /// The server to talk to and how to attach to it.
 #[derive(clap::Args)]
 pub struct ServerArgs {
-    /// Server address: tcp!host!port, tls!host!port, unix!/path or host:port.
+    /// Server address: tcp!host!port, tls!host!port, unix!/path or
+    /// host:port, or through a gateway's /net: GW:/DIR/tcp!host!port.
     #[arg(
         short = 'a',
         long = "addr",
@@ -58,7 +59,9 @@ impl ServerArgs {
             dialect: self.dialect,
             msize: self.msize,
         };
-        let client = Client::dial(addr, &self.client.dialer()?, options)
+        // Through a gateway's /net if the address says so.
+        let dialer = self.client.dialer()?;
+        let client = ninep_devices::dial::connect(addr, &dialer, options, &self.uname)
             .await
             .with_context(|| addr.to_owned())?;
         let fsys = match self.client.prover() {
@@ -82,14 +85,15 @@ pub fn parse_dialect(s: &str) -> Result<Dialect, String> {
 }
 
 /// A file named on the command line: `ADDR:/PATH` on a 9P server (the
-/// dial string up to the first `:/`), or anything else, a local path.
+/// dial string up to the last `:/`, so that ADDR may itself go through a
+/// gateway), or anything else, a local path.
 pub enum Place<'a> {
     Remote { addr: &'a str, path: &'a str },
     Local(&'a str),
 }
 
 pub fn place(arg: &str) -> Place<'_> {
-    match arg.find(":/") {
+    match arg.rfind(":/") {
         Some(at) if at > 0 => Place::Remote {
             addr: &arg[..at],
             path: &arg[at + 1..],
@@ -108,6 +112,11 @@ mod tests {
             ("tcp!127.0.0.1!5640:/big", "tcp!127.0.0.1!5640", "/big"),
             ("localhost:564:/a/b", "localhost:564", "/a/b"),
             ("unix!/tmp/9p.sock:/x", "unix!/tmp/9p.sock", "/x"),
+            (
+                "tcp!gw!564:/tcp!10.0.0.2!564:/x",
+                "tcp!gw!564:/tcp!10.0.0.2!564",
+                "/x",
+            ),
         ] {
             match place(arg) {
                 Place::Remote { addr: a, path: p } => assert_eq!((a, p), (addr, path), "{arg}"),

@@ -8,6 +8,8 @@ mod auth;
 mod bench;
 mod cp;
 mod decode;
+mod devices;
+mod dial;
 mod http;
 mod mount;
 mod mux;
@@ -29,7 +31,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve a file tree over 9P: ramfs or taskbag.
+    /// Serve a file tree over 9P: a directory, ramfs, taskbag, pipe or net.
     Serve(serve::Args),
     /// List a directory.
     Ls(verbs::LsArgs),
@@ -63,6 +65,9 @@ enum Command {
     Decode(decode::Args),
     /// Measure round trips and throughput
     Bench(bench::Args),
+    /// Join standard input and output to a connection, made directly or
+    /// through a 9P server's /net (GW:/tcp!host!port).
+    Dial(dial::Args),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +107,7 @@ fn main() -> ExitCode {
                     Command::Ns(args) => ns::run(args).await,
                     Command::Trace(args) => trace::run(args).await,
                     Command::Bench(args) => bench::run(args).await,
+                    Command::Dial(args) => dial::run(args).await,
                     Command::Decode(_) => unreachable!("handled above"),
                 }
             })

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use ninep_client::{Client, Options};
+use ninep_client::{Dialer, Options};
 use ninep_mux::nsfile::{self, Entry};
 
 #[derive(clap::Args)]
@@ -97,9 +97,15 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             Entry::Mount {
                 addr, old, aname, ..
             } => {
-                let client = Client::connect_with(&addr, Options::default())
-                    .await
-                    .with_context(|| addr.clone())?;
+                // The address may go through a gateway's /net.
+                let client = ninep_devices::dial::connect(
+                    &addr,
+                    &Dialer::default(),
+                    Options::default(),
+                    &args.uname,
+                )
+                .await
+                .with_context(|| addr.clone())?;
                 let n_uname = rustix::process::getuid().as_raw();
                 let fsys = client.attach_as(&args.uname, n_uname, &aname).await?;
                 let source = format!("ninep:{addr}");

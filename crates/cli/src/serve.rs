@@ -1,5 +1,5 @@
-//! `ninep serve`: a file server (a host directory, ramfs or taskbag) on a
-//! listening socket or on stdin/stdout.
+//! `ninep serve`: a file server (a host directory, ramfs, taskbag, or a
+//! device: pipe, net) on a listening socket or on stdin/stdout.
 
 use std::process::ExitCode;
 
@@ -13,8 +13,10 @@ use crate::auth::PolicyArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// What to serve: a directory, ramfs (an empty in-memory tree) or
-    /// taskbag. A directory named like those is given with a path (./ramfs).
+    /// What to serve: a directory, ramfs (an empty in-memory tree),
+    /// taskbag, pipe (data and data1; the tree name names the pipe) or net
+    /// (this host's TCP as Plan 9's /net). A directory named like those is
+    /// given with a path (./ramfs).
     tree: String,
     /// Refuse every change to an exported directory.
     #[arg(long)]
@@ -40,6 +42,8 @@ pub struct Args {
     auth: PolicyArgs,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    devices: crate::devices::DeviceArgs,
 }
 
 /// The limits of a server, as flags.
@@ -93,9 +97,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     match args.tree.as_str() {
         "ramfs" => serve(RamFs::new(), limits, &args).await,
         "taskbag" => serve(Taskbag::new(), limits, &args).await,
+        "pipe" => serve(args.devices.pipe(), limits, &args).await,
+        "net" => serve(args.devices.net()?, limits, &args).await,
         dir => {
             if !std::path::Path::new(dir).is_dir() {
-                bail!("{dir}: not a directory (and not ramfs or taskbag)");
+                bail!("{dir}: not a directory (nor ramfs, taskbag, pipe or net)");
             }
             let root = rustix::process::geteuid().is_root();
             let identity = if args.multiuser {

@@ -133,7 +133,9 @@ impl Upstreams {
         if let Some(up) = conns.get(addr).filter(|up| !up.client.is_closed()) {
             return Ok(up.clone());
         }
-        let dial = Client::dial(addr, &self.dialer, self.options.clone());
+        // An address may go through a gateway's /net (GW:/tcp!host!port);
+        // the mux meets gateways as nobody in particular.
+        let dial = ninep_devices::dial::connect(addr, &self.dialer, self.options.clone(), "none");
         let client = tokio::time::timeout(DIAL_TIMEOUT, dial)
             .await
             .map_err(|_| std::io::Error::from_raw_os_error(Errno::ETIMEDOUT.0 as i32))??;

@@ -14,6 +14,9 @@
 //! The stream extension (docs/streams.md) is offered to clients that ask
 //! for it at Tversion, within [`StreamLimits`].
 //!
+//! [`queue`] has Plan 9's stream queues, for devices served as files:
+//! pipes, network conversations.
+//!
 //! Requests on one connection run concurrently and their replies go out as
 //! they finish; a flushed request's future is dropped and its reply never
 //! sent. See [`fs::Filesystem`] for what that means for cancel safety.
@@ -35,6 +38,7 @@ mod translate;
 mod xattr;
 
 pub mod fs;
+pub mod queue;
 pub mod tree;
 
 pub use auth::Policy;

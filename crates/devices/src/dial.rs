@@ -1,0 +1,315 @@
+//! Dialling through a `/net` that a 9P server offers, as Plan 9's dial(2)
+//! does through an imported gateway's (`/n/gw/net/tcp!host!port`).
+//!
+//! A dial string `GW:/DIR/NET!HOST!SERVICE` names a 9P server `GW` (itself
+//! any dial string, through another gateway if need be), a network
+//! directory `DIR` on it (`/` for `ninep serve net`, `/net` where a name
+//! space mounts one there) and the call to make from there. The call goes
+//! as Plan 9's does: the directory's `cs` translates (if it has one), the
+//! clone file gives a conversation, `connect` makes the call, and `data`
+//! is the connection. Any other dial string is dialled directly.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use ninep_client::{Client, Dialer, Error, File, Fsys, Mode, Options, Transfer};
+use ninep_transport::{Addr, Stream};
+use ninep_wire::consts::dotl::O_RDWR;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Where a dial string leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// Dialled from here.
+    Direct(&'a str),
+    /// Through the network directory `dir` of the 9P server at `gateway`.
+    Through {
+        /// The gateway's own dial string.
+        gateway: &'a str,
+        /// The network directory on it.
+        dir: &'a str,
+        /// The call to make there: `net!host!service`.
+        dial: &'a str,
+    },
+}
+
+/// How `addr` is to be dialled: through a gateway if it has the form
+/// `GW:/DIR/NET!HOST!SERVICE` (split at its last `:/`).
+pub fn route(addr: &str) -> Route<'_> {
+    let Some(at) = addr.rfind(":/").filter(|&at| at > 0) else {
+        return Route::Direct(addr);
+    };
+    let (gateway, path) = (&addr[..at], &addr[at + 1..]);
+    let (dir, dial) = path.rsplit_once('/').expect("the path starts with /");
+    Route::Through {
+        gateway,
+        dir: if dir.is_empty() { "/" } else { dir },
+        dial,
+    }
+}
+
+/// A connection to `addr` (see [`route`]), the first hop made as `dialer`
+/// makes it (with its TLS, say); the 9P sessions with gateways on the way
+/// use `options` and attach as `uname`.
+pub async fn dial(
+    addr: &str,
+    dialer: &Dialer,
+    options: &Options,
+    uname: &str,
+) -> Result<Box<dyn Stream>, Error> {
+    match route(addr) {
+        Route::Direct(addr) => {
+            let addr: Addr = addr.parse().map_err(|e: String| invalid(e))?;
+            Ok(dialer.dial(&addr).await?)
+        }
+        Route::Through { gateway, dir, dial } => {
+            let stream = Box::pin(self::dial(gateway, dialer, options, uname)).await?;
+            let gateway = Client::over(stream, options.clone())
+                .await?
+                .attach(uname, "")
+                .await?;
+            Ok(Box::new(call(&gateway, dir, dial).await?))
+        }
+    }
+}
+
+/// A 9P client of the server at `addr` (see [`route`] and [`dial`]).
+pub async fn connect(
+    addr: &str,
+    dialer: &Dialer,
+    options: Options,
+    uname: &str,
+) -> Result<Client, Error> {
+    let stream = dial(addr, dialer, &options, uname).await?;
+    Client::over(stream, options).await
+}
+
+/// A call made through the network directory `dir` of `gateway`: the
+/// conversation's `data`, with its `ctl` held open (closing both hangs up).
+///
+/// What comes in is read by a task of its own, as one stream
+/// (docs/streams.md) where the gateway offers it, so that data flows
+/// without a round trip per read; it holds at most [`INCOMING`] pieces
+/// for the reader, and the stream's credit, before the gateway's queue
+/// and then TCP make the sender wait.
+pub struct Call {
+    incoming: mpsc::Receiver<io::Result<Bytes>>,
+    /// The rest of the piece last taken from `incoming`.
+    piece: Bytes,
+    reader: JoinHandle<()>,
+    data: Arc<File>,
+    writing: Option<Pin<Box<dyn Future<Output = io::Result<usize>> + Send>>>,
+    /// Held open with `data`: the conversation lives while either is.
+    _ctl: File,
+}
+
+/// Pieces read ahead for the reader of a [`Call`].
+pub const INCOMING: usize = 4;
+
+/// Most credit a call's read stream grants.
+const READ_WINDOW: u64 = 4 << 20;
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call").field("data", &self.data).finish()
+    }
+}
+
+impl Call {
+    fn new(data: File, ctl: File) -> Call {
+        let data = Arc::new(data);
+        let (tx, incoming) = mpsc::channel(INCOMING);
+        let file = data.clone();
+        let reader = tokio::spawn(async move {
+            let how = Transfer {
+                mode: Mode::Streamed,
+                max_window: READ_WINDOW,
+            };
+            let mut range = match file.read_range(0, None, how).await {
+                Ok(range) => range,
+                Err(e) => return drop(tx.send(Err(e.into())).await),
+            };
+            loop {
+                let piece = match range.next().await {
+                    Ok(Some(piece)) => Ok(piece),
+                    Ok(None) => return,
+                    Err(e) => Err(e.into()),
+                };
+                let failed = piece.is_err();
+                if tx.send(piece).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Call {
+            incoming,
+            piece: Bytes::new(),
+            reader,
+            data,
+            writing: None,
+            _ctl: ctl,
+        }
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Makes the call `dial` (`net!host!service`) through the network
+/// directory `dir` of `gateway`, trying each translation in turn.
+pub async fn call(gateway: &Fsys, dir: &str, dial: &str) -> Result<Call, Error> {
+    let dir = dir.trim_end_matches('/');
+    let mut failed = None;
+    for (clone, addr) in translate(gateway, dir, dial).await? {
+        match connect_at(gateway, &clone, &addr).await {
+            Ok(call) => return Ok(call),
+            Err(e) => failed = Some(e),
+        }
+    }
+    Err(failed.unwrap_or_else(|| invalid(format!("{dial}: no translation"))))
+}
+
+/// The clone files and addresses to try: `dir/cs`'s answers, with its
+/// `/net` taken as `dir`; or, for a numeric address or a directory without
+/// a `cs`, the dial string as it is (saving cs's four round trips).
+async fn translate(gateway: &Fsys, dir: &str, dial: &str) -> Result<Vec<(String, String)>, Error> {
+    let [net, host, port] = dial.split('!').collect::<Vec<_>>()[..] else {
+        return Err(invalid(format!("{dial}: want net!host!port")));
+    };
+    let net = if net == "net" { "tcp" } else { net };
+    let as_is = vec![(format!("{dir}/{net}/clone"), format!("{host}!{port}"))];
+    let numeric = host.parse::<std::net::IpAddr>().is_ok() && port.parse::<u16>().is_ok();
+    if numeric {
+        return Ok(as_is);
+    }
+    let Ok(cs) = gateway.open(&format!("{dir}/cs"), O_RDWR).await else {
+        return Ok(as_is);
+    };
+    cs.write_at(0, Bytes::copy_from_slice(dial.as_bytes()))
+        .await?;
+    let mut found = Vec::new();
+    loop {
+        let line = cs.read_at(0, 1024).await?;
+        let Some((clone, addr)) = std::str::from_utf8(&line)
+            .ok()
+            .and_then(|l| l.trim().split_once(' '))
+        else {
+            break;
+        };
+        let clone = clone.strip_prefix("/net").unwrap_or(clone);
+        found.push((format!("{dir}{clone}"), addr.to_owned()));
+    }
+    Ok(found)
+}
+
+/// Opens `clone` and makes the call, opening the conversation's `data`
+/// while the connect is under way.
+async fn connect_at(gateway: &Fsys, clone: &str, addr: &str) -> Result<Call, Error> {
+    let ctl = gateway.open(clone, O_RDWR).await?;
+    let net = clone.rsplit_once('/').map_or("", |(net, _)| net);
+    let connect = ctl.write_at(0, Bytes::from(format!("connect {addr}")));
+    let data = async {
+        let n = ctl.read_at(0, 32).await?;
+        let n = std::str::from_utf8(&n)
+            .ok()
+            .map(str::trim)
+            .filter(|n| n.parse::<u32>().is_ok())
+            .ok_or_else(|| invalid(format!("{clone}: no conversation number")))?;
+        gateway.open(&format!("{net}/{n}/data"), O_RDWR).await
+    };
+    let (connected, data) = tokio::join!(connect, data);
+    connected?;
+    Ok(Call::new(data?, ctl))
+}
+
+fn invalid(what: impl Into<String>) -> Error {
+    Error::Io(io::Error::new(io::ErrorKind::InvalidInput, what.into()))
+}
+
+impl AsyncRead for Call {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.piece.is_empty() {
+            match ready!(self.incoming.poll_recv(cx)) {
+                Some(piece) => self.piece = piece?,
+                // End of file.
+                None => return Poll::Ready(Ok(())),
+            }
+        }
+        let n = self.piece.len().min(buf.remaining());
+        buf.put_slice(&self.piece.split_to(n));
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Call {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.writing.is_none() {
+            let file = self.data.clone();
+            let n = data.len().min(file.iounit() as usize);
+            let data = Bytes::copy_from_slice(&data[..n]);
+            self.writing = Some(Box::pin(async move {
+                file.write_at(0, data)
+                    .await
+                    .map(|n| n as usize)
+                    .map_err(io::Error::from)
+            }));
+        }
+        let written = self.writing.as_mut().map(|w| w.as_mut().poll(cx));
+        let written = ready!(written.unwrap_or(Poll::Ready(Ok(0))));
+        self.writing = None;
+        Poll::Ready(written)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Every completed write has reached the gateway.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("tcp!h!564"), Route::Direct("tcp!h!564"));
+        assert_eq!(route("unix!/tmp/s"), Route::Direct("unix!/tmp/s"));
+        assert_eq!(
+            route("tcp!gw!564:/net/tcp!10.0.0.2!564"),
+            Route::Through {
+                gateway: "tcp!gw!564",
+                dir: "/net",
+                dial: "tcp!10.0.0.2!564"
+            }
+        );
+        assert_eq!(
+            route("tcp!a!1:/tcp!b!2:/tcp!c!3"),
+            Route::Through {
+                gateway: "tcp!a!1:/tcp!b!2",
+                dir: "/",
+                dial: "tcp!c!3"
+            }
+        );
+    }
+}

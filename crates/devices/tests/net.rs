@@ -1,0 +1,328 @@
+//! `ninep serve net`: the host's TCP as Plan 9's /net, against real
+//! sockets on loopback.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use ninep_client::{File, Fsys};
+use ninep_devices::net::{Allow, NetFs, Options};
+use ninep_server::queue::Limits;
+use ninep_wire::Errno;
+use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use common::{attach, names, start};
+
+/// An echo server on loopback: its port, and a channel that gets a message
+/// each time a connection to it ends.
+async fn echo_server() -> (u16, mpsc::UnboundedReceiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (ended, ends) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let ended = ended.clone();
+            tokio::spawn(async move {
+                let (mut rx, mut tx) = tcp.split();
+                let _ = tokio::io::copy(&mut rx, &mut tx).await;
+                let _ = ended.send(());
+            });
+        }
+    });
+    (port, ends)
+}
+
+async fn text(fsys: &Fsys, path: &str) -> String {
+    String::from_utf8(fsys.read(path).await.unwrap()).unwrap()
+}
+
+async fn ctl(file: &File, msg: &str) -> Result<(), ninep_client::Error> {
+    file.write_at(0, Bytes::copy_from_slice(msg.as_bytes()))
+        .await
+        .map(drop)
+}
+
+#[tokio::test]
+async fn clone_connect_data_and_the_last_close_hangs_up() {
+    let (port, mut ends) = echo_server().await;
+    let (_server, addr) = start(NetFs::new(Options::default())).await;
+    let net = attach(&addr, "glenda", "").await;
+    assert_eq!(names(&net, "/").await, ["cs", "tcp"]);
+    assert_eq!(
+        names(&net, "tcp").await,
+        ["clone"],
+        "walking allocates nothing"
+    );
+
+    let ctl_fid = net.open("tcp/clone", O_RDWR).await.unwrap();
+    assert_eq!(ctl_fid.read_at(0, 32).await.unwrap(), "0");
+    assert_eq!(names(&net, "tcp").await, ["0", "clone"]);
+    assert_eq!(
+        names(&net, "tcp/0").await,
+        ["ctl", "data", "err", "listen", "local", "remote", "status"]
+    );
+    assert!(text(&net, "tcp/0/status").await.starts_with("Closed"));
+    ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}\n"))
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&net, "tcp/0/remote").await,
+        format!("127.0.0.1!{port}\n")
+    );
+    assert!(text(&net, "tcp/0/local").await.starts_with("127.0.0.1!"));
+    assert!(text(&net, "tcp/0/status").await.starts_with("Established"));
+
+    let data = net.open("tcp/0/data", O_RDWR).await.unwrap();
+    data.write_at(0, Bytes::from_static(b"hello, echo"))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 11 {
+        got.extend_from_slice(&data.read_at(0, 8192).await.unwrap());
+    }
+    assert_eq!(got, b"hello, echo");
+
+    // A second conversation takes the next number.
+    let second = net.open("tcp/clone", O_RDWR).await.unwrap();
+    assert_eq!(second.read_at(0, 32).await.unwrap(), "1");
+    second.close().await.unwrap();
+
+    ctl_fid.close().await.unwrap();
+    assert!(ends.try_recv().is_err(), "data is still open");
+    data.close().await.unwrap();
+    ends.recv()
+        .await
+        .expect("the socket is closed at the last close");
+    assert_eq!(names(&net, "tcp").await, ["clone"]);
+    assert!(net.walk("tcp/0").await.is_err());
+}
+
+#[tokio::test]
+async fn hangup_ends_reads_and_refuses_writes() {
+    let (port, mut ends) = echo_server().await;
+    let (_server, addr) = start(NetFs::new(Options::default())).await;
+    let net = attach(&addr, "glenda", "").await;
+    let ctl_fid = net.open("tcp/clone", O_RDWR).await.unwrap();
+    ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
+        .await
+        .unwrap();
+    let data = net.open("tcp/0/data", O_RDWR).await.unwrap();
+    ctl(&ctl_fid, "hangup").await.unwrap();
+    ends.recv().await.expect("hangup closes the socket");
+    assert_eq!(data.read_at(0, 100).await.unwrap(), "");
+    let e = data
+        .write_at(0, Bytes::from_static(b"late"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.errno(), Errno::EPIPE, "{e}");
+    assert!(text(&net, "tcp/0/status").await.starts_with("Hungup"));
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_error() {
+    let refused = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closed_port = refused.local_addr().unwrap().port();
+    drop(refused);
+    let options = Options {
+        conversations: 4,
+        dial: Allow::parse("127.0.0.1!*").unwrap(),
+        ..Options::default()
+    };
+    let (_server, addr) = start(NetFs::new(options)).await;
+    let net = attach(&addr, "glenda", "").await;
+    let ctl_fid = net.open("tcp/clone", O_RDWR).await.unwrap();
+    for (msg, says) in [
+        ("frobnicate", "unknown ctl message \"frobnicate\""),
+        ("connect", "bad ctl message \"connect\": connect addr!port"),
+        ("connect nowhere", "bad address \"nowhere\""),
+        ("connect example.com!80", "not a numeric address"),
+        ("connect 127.0.0.1!99999", "bad port \"99999\""),
+        ("connect 10.0.0.1!80", "not allowed here"),
+        ("announce 8080", "not allowed here"),
+        (
+            &format!("connect 127.0.0.1!{closed_port}"),
+            "connection refused",
+        ),
+        ("push nosuch", "push: no module \"nosuch\""),
+    ] {
+        let e = ctl(&ctl_fid, msg).await.unwrap_err();
+        assert!(e.to_string().to_lowercase().contains(says), "{msg:?}: {e}");
+    }
+    // For 9P2000.L peers, which get only the errno, the err file says why.
+    assert_eq!(
+        text(&net, "tcp/0/err").await,
+        "push: no module \"nosuch\"\n"
+    );
+    let e = ctl_fid
+        .write_at(0, Bytes::from_static(b"\xff\xfe"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("ctl messages are text"), "{e}");
+    let data = net.open("tcp/0/data", O_RDWR).await.unwrap();
+    let e = data.read_at(0, 10).await.unwrap_err();
+    assert!(e.to_string().contains("not connected"), "{e}");
+    let e = net.open("tcp/0/listen", O_RDWR).await.unwrap_err();
+    assert!(e.to_string().contains("not announced"), "{e}");
+
+    // Someone else's conversation is not theirs to open.
+    let other = attach(&addr, "rob", "").await;
+    assert_eq!(
+        other.open("tcp/0/data", O_RDWR).await.unwrap_err().errno(),
+        Errno::EACCES
+    );
+}
+
+#[tokio::test]
+async fn conversations_are_bounded_and_freed_at_close() {
+    let options = Options {
+        conversations: 4,
+        ..Options::default()
+    };
+    let (_server, addr) = start(NetFs::new(options)).await;
+    let net = attach(&addr, "glenda", "").await;
+    for _ in 0..1000 {
+        let clone = net.open("tcp/clone", O_RDONLY).await.unwrap();
+        assert_eq!(clone.read_at(0, 32).await.unwrap(), "0");
+        clone.close().await.unwrap();
+    }
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        open.push(net.open("tcp/clone", O_RDWR).await.unwrap());
+    }
+    let e = net.open("tcp/clone", O_RDWR).await.unwrap_err();
+    assert!(e.to_string().contains("no free conversations"), "{e}");
+    open.swap_remove(1).close().await.unwrap();
+    let again = net.open("tcp/clone", O_RDWR).await.unwrap();
+    assert_eq!(again.read_at(0, 32).await.unwrap(), "1");
+}
+
+#[tokio::test]
+async fn cs_translates_dial_strings() {
+    let (_server, addr) = start(NetFs::new(Options::default())).await;
+    let net = attach(&addr, "glenda", "").await;
+    let cs = net.open("cs", O_RDWR).await.unwrap();
+    let ask = async |dial: &str| {
+        ctl(&cs, dial).await?;
+        let mut answers = Vec::new();
+        loop {
+            let line = cs.read_at(0, 1024).await?;
+            if line.is_empty() {
+                return Ok::<_, ninep_client::Error>(answers);
+            }
+            answers.push(String::from_utf8(line.to_vec()).unwrap());
+        }
+    };
+    assert_eq!(
+        ask("tcp!127.0.0.1!9fs").await.unwrap(),
+        ["/net/tcp/clone 127.0.0.1!564"]
+    );
+    assert_eq!(
+        ask("net!127.0.0.1!80").await.unwrap(),
+        ["/net/tcp/clone 127.0.0.1!80"]
+    );
+    let http = ask("tcp!localhost!http").await.unwrap();
+    assert!(http.iter().any(|a| a.ends_with("!80")), "{http:?}");
+    for (dial, says) in [
+        ("localhost", "bad dial string"),
+        ("il!localhost!80", "no network \"il\""),
+        ("tcp!localhost!nosuchservice", "unknown service"),
+    ] {
+        let e = ask(dial).await.unwrap_err();
+        assert!(e.to_string().contains(says), "{dial}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn announce_and_listen_take_a_call() {
+    let options = Options {
+        announce: Allow::parse("127.0.0.1!*").unwrap(),
+        ..Options::default()
+    };
+    let (_server, addr) = start(NetFs::new(options)).await;
+    let net = attach(&addr, "glenda", "").await;
+    let announced = net.open("tcp/clone", O_RDWR).await.unwrap();
+    ctl(&announced, "announce 127.0.0.1!0").await.unwrap();
+    assert!(text(&net, "tcp/0/status").await.starts_with("Listen"));
+    let local = text(&net, "tcp/0/local").await;
+    let port: u16 = local.trim().rsplit_once('!').unwrap().1.parse().unwrap();
+
+    let caller = async {
+        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        tcp.write_all(b"ring ring").await.unwrap();
+        let mut answer = [0; 5];
+        tcp.read_exact(&mut answer).await.unwrap();
+        answer
+    };
+    let answerer = async {
+        let call = net.open("tcp/0/listen", O_RDWR).await.unwrap();
+        let n = String::from_utf8(call.read_at(0, 32).await.unwrap().to_vec()).unwrap();
+        assert_eq!(n, "1");
+        let data = net.open("tcp/1/data", O_RDWR).await.unwrap();
+        let mut got = Vec::new();
+        while got.len() < 9 {
+            got.extend_from_slice(&data.read_at(0, 100).await.unwrap());
+        }
+        assert_eq!(got, b"ring ring");
+        data.write_at(0, Bytes::from_static(b"hello"))
+            .await
+            .unwrap();
+        (call, data)
+    };
+    let (answer, _open) = tokio::join!(caller, answerer);
+    assert_eq!(&answer, b"hello");
+}
+
+#[tokio::test]
+async fn a_slow_reader_slows_the_sender_and_memory_stays_under_the_mark() {
+    const SENT: usize = 32 << 20;
+    const HIGH: usize = 64 * 1024;
+    let source = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = source.local_addr().unwrap().port();
+    let finished = Arc::new(AtomicBool::new(false));
+    let done = finished.clone();
+    tokio::spawn(async move {
+        let (mut tcp, _) = source.accept().await.unwrap();
+        tcp.write_all(&vec![7u8; SENT]).await.unwrap();
+        done.store(true, Ordering::SeqCst);
+    });
+    let options = Options {
+        queue: Limits {
+            high_water: HIGH,
+            blocks: 1024,
+        },
+        ..Options::default()
+    };
+    let (_server, addr) = start(NetFs::new(options)).await;
+    let net = attach(&addr, "glenda", "").await;
+    let ctl_fid = net.open("tcp/clone", O_RDWR).await.unwrap();
+    ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
+        .await
+        .unwrap();
+    let qin = async || {
+        let status = text(&net, "tcp/0/status").await;
+        let figures: Vec<&str> = status.split_whitespace().collect();
+        figures[2].parse::<usize>().unwrap()
+    };
+    // Nobody reads: the queue fills to its mark and stops there.
+    while qin().await < HIGH {}
+    assert_eq!(qin().await, HIGH);
+    assert!(!finished.load(Ordering::SeqCst), "the sender waits on TCP");
+
+    let data = net.open("tcp/0/data", O_RDONLY).await.unwrap();
+    let mut total = 0;
+    while total < SENT {
+        let piece = data.read_at(0, 65536).await.unwrap();
+        assert!(!piece.is_empty());
+        total += piece.len();
+        assert!(qin().await <= HIGH);
+    }
+    assert_eq!(total, SENT);
+}
