@@ -755,15 +755,24 @@ impl Model {
         let entries = self.outstanding.entry(tag).or_default();
         let is_error = matches!(fcall.msg, Msg::Rerror(_) | Msg::Rlerror(_));
         let at = if is_error {
-            // A refusal is sent as the request is read, before anything
-            // later on the tag; other errors may come at any time.
-            let newest = |want: fn(Expect) -> bool| entries.iter().rposition(|e| want(e.expect));
-            entries
-                .iter()
-                .position(|e| e.expect == Expect::Refused)
-                .or_else(|| newest(|e| e == Expect::Version))
-                .or_else(|| newest(|e| matches!(e, Expect::Plain(_))))
-                .or_else(|| newest(Expect::is_stream))
+            // The server refuses a request on a tag in flight as it reads
+            // it: that error answers the newest. Any other error answers
+            // the oldest it can: errors the server makes as it reads come
+            // in order, and requests that ran have left the tag by then.
+            if is_duplicate_tag(&fcall.msg) {
+                entries
+                    .iter()
+                    .rposition(|e| matches!(e.expect, Expect::Plain(_)))
+            } else {
+                entries
+                    .iter()
+                    .position(|e| e.expect == Expect::Refused)
+                    .or_else(|| {
+                        entries
+                            .iter()
+                            .position(|e| !matches!(e.expect, Expect::Flush { .. }))
+                    })
+            }
         } else {
             let ty = fcall.msg.ty();
             entries.iter().position(|e| match e.expect {
@@ -829,6 +838,15 @@ impl Model {
         self.negotiated = true;
         self.frame_limit = v.msize;
         self.reply_limit = v.msize;
+    }
+}
+
+/// The refusal of a request whose tag is in flight.
+fn is_duplicate_tag(msg: &Msg) -> bool {
+    match msg {
+        Msg::Rlerror(e) => e.ecode == Errno::EPROTO.0,
+        Msg::Rerror(e) => e.ename == "duplicate tag",
+        _ => false,
     }
 }
 
@@ -1136,9 +1154,10 @@ async fn run(case: Case) {
     if matches!(case.backend, Backend::Export) {
         scene.check_outside();
     }
-    // Tasks of the session close what they hold as they notice its end.
+    // Tasks of the session close what they hold as they notice its end
+    // (and those of an earlier case may close theirs meanwhile).
     let settled = async {
-        while open_fds() != fds {
+        while open_fds() > fds {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     };
