@@ -634,11 +634,40 @@ struct Entry {
     expect: Expect,
 }
 
+/// What is outstanding on one tag.
+#[derive(Debug, Default)]
+struct Tag {
+    /// In the order sent.
+    entries: Vec<Entry>,
+    /// Errors received for some of them.
+    errors: usize,
+}
+
+impl Tag {
+    /// How many of the entries an error may answer.
+    fn can_fail(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| !matches!(e.expect, Expect::Flush { .. }))
+            .count()
+    }
+
+    /// True while a request other than a stream may wait for its reply.
+    fn waiting(&self) -> bool {
+        let plain = self
+            .entries
+            .iter()
+            .filter(|e| !e.expect.is_stream())
+            .count();
+        plain > self.errors
+    }
+}
+
 /// The peer's view of the session.
 #[derive(Debug)]
 struct Model {
     seq: u64,
-    outstanding: HashMap<u16, Vec<Entry>>,
+    outstanding: HashMap<u16, Tag>,
     /// What the server decodes requests in and encodes replies in.
     protocol: Protocol,
     negotiated: bool,
@@ -666,25 +695,27 @@ impl Model {
     }
 
     fn busy(&self, tag: u16) -> bool {
-        self.outstanding.get(&tag).is_some_and(|e| !e.is_empty())
+        self.outstanding
+            .get(&tag)
+            .is_some_and(|t| !t.entries.is_empty())
     }
 
     /// True while a request other than a stream waits for its reply.
     fn waiting(&self) -> bool {
-        self.outstanding
-            .values()
-            .flatten()
-            .any(|e| !e.expect.is_stream())
+        self.outstanding.values().any(Tag::waiting)
     }
 
     /// What the server will make of `frame`, or None if the peer must not
-    /// send it (a stream on a busy tag would make the model ambiguous).
+    /// send it (a Tversion or a stream on a busy tag would make the model
+    /// ambiguous).
     fn classify(&self, frame: &Bytes) -> Option<(u16, Option<Expect>)> {
         let tag = Header::decode(frame).ok()?.tag;
         let Ok(fcall) = Fcall::decode(frame.clone(), self.protocol) else {
             return Some((tag, Some(Expect::Refused)));
         };
         let expect = match &fcall.msg {
+            // On a busy tag, its error could not be told from theirs.
+            Msg::Tversion(_) if self.busy(tag) => return None,
             Msg::Tversion(_) => Expect::Version,
             _ if !self.negotiated || !fcall.msg.is_request() => Expect::Refused,
             Msg::Tflush(f) => Expect::Flush { oldtag: f.oldtag },
@@ -710,18 +741,23 @@ impl Model {
                 {
                     self.asked_msize = v.msize;
                 }
-                self.outstanding.entry(tag).or_default().push(Entry {
-                    seq: self.seq,
-                    expect,
-                });
+                self.outstanding
+                    .entry(tag)
+                    .or_default()
+                    .entries
+                    .push(Entry {
+                        seq: self.seq,
+                        expect,
+                    });
             }
             None => {
                 if let Ok(Fcall {
                     msg: Msg::Tscredit(c),
                     ..
                 }) = Fcall::decode(frame.clone(), self.protocol)
-                    && let Some(read) = self.outstanding.get_mut(&tag).and_then(|es| {
-                        es.iter_mut()
+                    && let Some(read) = self.outstanding.get_mut(&tag).and_then(|t| {
+                        t.entries
+                            .iter_mut()
                             .find(|e| matches!(e.expect, Expect::Read { .. }))
                     })
                     && let Expect::Read { credit } = &mut read.expect
@@ -752,42 +788,43 @@ impl Model {
             eprintln!("<- {fcall}");
         }
         let tag = fcall.tag;
-        let entries = self.outstanding.entry(tag).or_default();
+        let on_tag = self.outstanding.entry(tag).or_default();
         let is_error = matches!(fcall.msg, Msg::Rerror(_) | Msg::Rlerror(_));
-        let at = if is_error {
-            // The server refuses a request on a tag in flight as it reads
-            // it: that error answers the newest. Any other error answers
-            // the oldest it can: errors the server makes as it reads come
-            // in order, and requests that ran have left the tag by then.
-            if is_duplicate_tag(&fcall.msg) {
-                entries
-                    .iter()
-                    .rposition(|e| matches!(e.expect, Expect::Plain(_)))
-            } else {
-                entries
-                    .iter()
-                    .position(|e| e.expect == Expect::Refused)
-                    .or_else(|| {
-                        entries
-                            .iter()
-                            .position(|e| !matches!(e.expect, Expect::Flush { .. }))
-                    })
-            }
-        } else {
-            let ty = fcall.msg.ty();
-            entries.iter().position(|e| match e.expect {
-                Expect::Plain(t) => t + 1 == ty,
-                Expect::Refused => false,
-                Expect::Flush { .. } => ty == Rflush::TYPE,
-                Expect::Version => ty == Rversion::TYPE,
-                Expect::Read { .. } => ty == Rsread::TYPE,
-                Expect::Write => ty == Rscredit::TYPE || ty == Rswrite::TYPE,
-            })
-        };
+        if is_error
+            && let Some(at) = on_tag
+                .entries
+                .iter()
+                .position(|e| e.expect == Expect::Version)
+        {
+            // Tversion goes only on a free tag: the error is its answer.
+            let entry = on_tag.entries.remove(at);
+            self.reset(entry.seq, &fcall.msg);
+            return;
+        }
+        if is_error {
+            // Which request an error answers is not known: requests run
+            // concurrently, and the server refuses some as it reads them.
+            // It answers one of those that can take an error.
+            on_tag.errors += 1;
+            assert!(
+                on_tag.errors <= on_tag.can_fail(),
+                "{fcall} answers nothing outstanding on its tag: {on_tag:?}"
+            );
+            return;
+        }
+        let ty = fcall.msg.ty();
+        let at = on_tag.entries.iter().position(|e| match e.expect {
+            Expect::Plain(t) => t + 1 == ty,
+            Expect::Refused => false,
+            Expect::Flush { .. } => ty == Rflush::TYPE,
+            Expect::Version => ty == Rversion::TYPE,
+            Expect::Read { .. } => ty == Rsread::TYPE,
+            Expect::Write => ty == Rscredit::TYPE || ty == Rswrite::TYPE,
+        });
         let Some(at) = at else {
-            panic!("{fcall} answers nothing outstanding on its tag: {entries:?}");
+            panic!("{fcall} answers nothing outstanding on its tag: {on_tag:?}");
         };
-        let entry = &mut entries[at];
+        let entry = &mut on_tag.entries[at];
         let done = match (&mut entry.expect, &fcall.msg) {
             (Expect::Read { credit }, Msg::Rsread(r)) => {
                 let len = r.data.len() as u64;
@@ -801,21 +838,32 @@ impl Model {
         if !done {
             return;
         }
-        let entry = entries.remove(at);
-        match (entry.expect, &fcall.msg) {
-            (Expect::Flush { oldtag }, _) => {
-                if let Some(old) = self.outstanding.get_mut(&oldtag) {
-                    old.retain(|e| e.seq > entry.seq);
-                }
+        let entry = on_tag.entries.remove(at);
+        assert!(
+            on_tag.errors <= on_tag.can_fail(),
+            "{fcall} answers a request that has had its error: {on_tag:?}"
+        );
+        match entry.expect {
+            Expect::Flush { oldtag } => {
+                // Rflush follows every reply to what was sent before it on
+                // the old tag, and comes before any reply to what followed.
+                let old = self.outstanding.entry(oldtag).or_default();
+                old.entries.retain(|e| e.seq > entry.seq);
+                old.errors = 0;
             }
-            (Expect::Version, msg) => {
-                for entries in self.outstanding.values_mut() {
-                    entries.retain(|e| e.seq > entry.seq);
-                }
-                self.version(msg);
-            }
+            Expect::Version => self.reset(entry.seq, &fcall.msg),
             _ => {}
         }
+    }
+
+    /// The session was reset by the Tversion sent as `seq`, answered by
+    /// `msg`: nothing sent before it is answered any more.
+    fn reset(&mut self, seq: u64, msg: &Msg) {
+        for on_tag in self.outstanding.values_mut() {
+            on_tag.entries.retain(|e| e.seq > seq);
+            on_tag.errors = 0;
+        }
+        self.version(msg);
     }
 
     /// A reply to Tversion: the session it settles.
@@ -838,15 +886,6 @@ impl Model {
         self.negotiated = true;
         self.frame_limit = v.msize;
         self.reply_limit = v.msize;
-    }
-}
-
-/// The refusal of a request whose tag is in flight.
-fn is_duplicate_tag(msg: &Msg) -> bool {
-    match msg {
-        Msg::Rlerror(e) => e.ecode == Errno::EPROTO.0,
-        Msg::Rerror(e) => e.ename == "duplicate tag",
-        _ => false,
     }
 }
 
@@ -947,7 +986,7 @@ impl Peer {
                         || !m
                             .outstanding
                             .values()
-                            .flatten()
+                            .flat_map(|t| &t.entries)
                             .any(|e| e.expect == Expect::Version)
                 })
                 .await;
