@@ -232,6 +232,14 @@ impl ReadAhead {
         }
     }
 
+    /// Forgets what was read ahead, for a file just written or resized:
+    /// reads from now on go to the server, and start reading ahead afresh.
+    pub async fn forget(&self) {
+        let mut state = self.state.lock().await;
+        state.stop();
+        state.last_end = None;
+    }
+
     /// Stops reading ahead, for a file about to be clunked. The transfer's
     /// task holds the file, so it is stopped and waited for: once this
     /// returns the file is no longer held, and a reader opening files one

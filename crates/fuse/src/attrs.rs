@@ -168,6 +168,9 @@ impl Inner {
         // comes after the writes made before it.
         set.ctime = set != SetAttr::default();
         self.settle_writes(|_, h| h.ino == ino).await;
+        if set.size.is_some() {
+            self.forget_read_ahead(ino).await;
+        }
         // ftruncate and fchmod work on open files whose names are gone; the
         // inode's fid serves when the open one names a path that is gone
         // (diod, after a rename).

@@ -165,6 +165,7 @@ impl Inner {
     pub async fn write(&self, ino: u64, fh: u64, offset: u64, data: Bytes) -> Result<u32, Errno32> {
         let h = self.handle(fh)?;
         let len = data.len() as u32;
+        self.forget_read_ahead(ino).await;
         match &h.behind {
             Some(behind) => {
                 // Writes through other open files go first, as they were made.

@@ -375,6 +375,21 @@ impl Inner {
         }
     }
 
+    /// Forgets what was read ahead of `ino` through any of its open files:
+    /// a write to it or a change of its size made that stale.
+    async fn forget_read_ahead(&self, ino: u64) {
+        let handles: Vec<Arc<Handle>> = self
+            .handles
+            .lock()
+            .values()
+            .filter(|h| h.ino == ino)
+            .cloned()
+            .collect();
+        for h in handles {
+            h.ahead.forget().await;
+        }
+    }
+
     /// Forgets the open file `fh`, stopping its read-ahead first so that
     /// its fid is clunked now.
     async fn drop_handle(&self, fh: u64) {
