@@ -112,6 +112,10 @@ impl RemoteFile {
     }
 
     pub async fn setattr(&self, set: &SetAttr) -> Result<()> {
+        if set.size.is_some() {
+            // What was read ahead may end where the file no longer does.
+            self.ahead.forget().await;
+        }
         let _turn = self.up.turn().await;
         self.fid().setattr(set).await.map_err(|e| self.error(e))
     }
@@ -274,6 +278,8 @@ impl RemoteFile {
 
     pub async fn write(&self, offset: u64, data: Bytes) -> Result<u32> {
         let file = self.file()?;
+        // What was read ahead may hold the bytes from before.
+        self.ahead.forget().await;
         let _turn = self.up.turn().await;
         file.write_at(offset, data).await.map_err(|e| self.error(e))
     }
