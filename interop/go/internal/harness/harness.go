@@ -5,6 +5,8 @@ package harness
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,10 +47,14 @@ var (
 	scenario string
 	step     string
 	hostDir  string
+	// tlsCA, tlsCert and tlsKey make Dial speak TLS (Go's own crypto/tls):
+	// the server is checked against tlsCA, and tlsCert proves the client.
+	tlsCA, tlsCert, tlsKey string
 )
 
-// Parse reads -addr, -scenario, -timeout and (for scenario export)
-// -hostdir; name is the client's name for messages.
+// Parse reads -addr, -scenario, -timeout, (for scenario export) -hostdir
+// and (for TLS) -tls-ca, -tls-cert and -tls-key; name is the client's name
+// for messages.
 func Parse(name string) Config {
 	client = name
 	var c Config
@@ -56,6 +62,9 @@ func Parse(name string) Config {
 	flag.StringVar(&c.Scenario, "scenario", "", "ramfs, taskbag or export")
 	flag.DurationVar(&c.Timeout, "timeout", 90*time.Second, "give up after this long")
 	flag.StringVar(&c.HostDir, "hostdir", "", "for scenario export: the host directory the server exports")
+	flag.StringVar(&tlsCA, "tls-ca", "", "dial over TLS, trusting the server certificates this CA signed (PEM)")
+	flag.StringVar(&tlsCert, "tls-cert", "", "with -tls-ca: the client certificate (PEM)")
+	flag.StringVar(&tlsKey, "tls-key", "", "with -tls-cert: its private key (PEM)")
 	flag.Parse()
 	known := c.Scenario == "ramfs" || c.Scenario == "taskbag" || c.Scenario == "export"
 	if c.Addr == "" || !known || (c.Scenario == "export") != (c.HostDir != "") || flag.NArg() != 0 {
@@ -79,11 +88,29 @@ func Client() string {
 	return client
 }
 
-// Dial connects to addr over TCP.
+// Dial connects to addr over TCP, or over TLS when -tls-ca was given.
 func Dial(addr string) net.Conn {
 	Step("dial %s", addr)
-	nc, err := net.Dial("tcp", addr)
-	Check(err, "dial %s", addr)
+	if tlsCA == "" {
+		nc, err := net.Dial("tcp", addr)
+		Check(err, "dial %s", addr)
+		return nc
+	}
+	pem, err := os.ReadFile(tlsCA)
+	Check(err, "read %s", tlsCA)
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		Failf("no certificate in %s", tlsCA)
+	}
+	config := &tls.Config{RootCAs: roots}
+	if tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
+		Check(err, "load %s and %s", tlsCert, tlsKey)
+		config.Certificates = []tls.Certificate{pair}
+	}
+	Step("TLS handshake with %s", addr)
+	nc, err := tls.Dial("tcp", addr, config)
+	Check(err, "dial %s over TLS", addr)
 	return nc
 }
 
