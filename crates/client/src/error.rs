@@ -79,9 +79,11 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {
+    // An I/O error is shown as itself (above), so its causes are this
+    // error's: naming it as the source would print its text twice.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io(e) => Some(e),
+            Error::Io(e) => e.source(),
             _ => None,
         }
     }
@@ -99,5 +101,25 @@ impl From<Error> for io::Error {
             Error::Io(e) => e,
             other => io::Error::from_raw_os_error(other.errno().0 as i32),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each cause in a chain is printed once (`{:#}` of anyhow, for one,
+    /// prints every source after the error).
+    #[test]
+    fn an_io_error_is_not_its_own_cause() {
+        let inner = io::Error::new(io::ErrorKind::InvalidData, "invalid peer certificate");
+        let e = Error::from(inner);
+        let mut texts = vec![e.to_string()];
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            texts.push(c.to_string());
+            cause = c.source();
+        }
+        assert_eq!(texts, ["invalid peer certificate"]);
     }
 }
