@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use ninep_export::users::UserDb;
 use ninep_mux::{Config, Mux, nsfile};
 use ninep_server::Server;
+use ninep_server::auth::Users;
+use ninep_wire::NONUNAME;
 
 use crate::auth::{PolicyArgs, UpstreamArgs};
 use crate::serve::LimitArgs;
@@ -23,9 +26,15 @@ pub struct Args {
     /// User the mux attaches to its servers as.
     #[arg(long, env = "USER", default_value = "none")]
     uname: String,
-    /// Numeric user id sent with it (default: the mux's own uid).
+    /// Numeric user id sent with it (default: the uid of --uname on this
+    /// host, or none if it has no such user).
     #[arg(long)]
     n_uname: Option<u32>,
+    /// Whom the mux attaches to its servers as: single (--uname, for every
+    /// client) or user (each client's own user, so each server decides what
+    /// each may do; have clients prove who they are with --auth).
+    #[arg(long, default_value = "single", value_parser = ["single", "user"])]
+    access: String,
     /// Most requests in flight to one server; more wait their turn.
     #[arg(long, default_value_t = Config::default().window)]
     window: usize,
@@ -42,13 +51,16 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
+    let n_uname = args
+        .n_uname
+        .or_else(|| UserDb::default().uid(&args.uname))
+        .unwrap_or(NONUNAME);
     let config = Config {
         uname: args.uname,
-        n_uname: args
-            .n_uname
-            .unwrap_or_else(|| rustix::process::getuid().as_raw()),
+        n_uname,
         window: args.window,
         read_ahead: args.read_ahead,
+        attach_per_user: args.access == "user",
         dialer: args.upstream.dialer()?,
         ..Config::default()
     };

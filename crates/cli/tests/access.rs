@@ -7,13 +7,16 @@
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use rustix::fs::FlockOperation;
 
 mod common;
-use common::{NINEP, is_mounted, serve};
+use common::{Background, NINEP, serve};
+
+/// The mounts here attach as root, as the export's owner.
+const ROOT: &[&str] = &["--uname", "root", "--n-uname", "0"];
 
 /// A scratch directory with an exported tree `x` and mount points.
 struct Scene {
@@ -51,51 +54,6 @@ impl Drop for Scene {
     }
 }
 
-/// A mount made with `ninep mount --background`: unmounted, and its process
-/// stopped, when dropped.
-struct Background {
-    mnt: PathBuf,
-    pid: i32,
-}
-
-impl Background {
-    fn mount(addr: &str, mnt: &Path, flags: &[&str]) -> Background {
-        std::fs::create_dir_all(mnt).unwrap();
-        let out = Command::new(NINEP)
-            .args(["mount", "--background", "-a", addr])
-            .args(["--uname", "root", "--n-uname", "0"])
-            .args(flags)
-            .arg(mnt)
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "ninep mount --background: {said}");
-        // Returned only once mounted.
-        assert!(is_mounted(mnt), "not mounted on return: {said}");
-        let pid = said
-            .split("pid ")
-            .nth(1)
-            .and_then(|s| s.trim().trim_end_matches(')').parse().ok())
-            .unwrap_or_else(|| panic!("no pid in {said:?}"));
-        Background {
-            mnt: mnt.to_owned(),
-            pid,
-        }
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = Command::new("fusermount3")
-            .arg("-u")
-            .arg(&self.mnt)
-            .status();
-        if let Some(pid) = rustix::process::Pid::from_raw(self.pid) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
-    }
-}
-
 /// A fresh scene's export served by `ninep serve --multiuser` and mounted
 /// with `--access user`: unmounted, stopped and removed, in that order,
 /// when dropped.
@@ -110,7 +68,11 @@ impl UserMount {
         let scene = Scene::new(name);
         let export = scene.export();
         let server = serve(&scene.sock(), &[export.to_str().unwrap(), "--multiuser"]).await;
-        let mount = Background::mount(&scene.addr(), &scene.dir.join("mnt"), &["--access", "user"]);
+        let mount = Background::mount(
+            &scene.addr(),
+            &scene.dir.join("mnt"),
+            &[ROOT, &["--access", "user"]].concat(),
+        );
         UserMount {
             mount,
             _server: server,
@@ -185,8 +147,8 @@ async fn record_locks_and_xattrs_reach_the_server() {
     let scene = Scene::new("locks");
     let _server = serve(&scene.sock(), &[scene.export().to_str().unwrap()]).await;
     // Two mounts, two connections: only the server can see both sides.
-    let a = Background::mount(&scene.addr(), &scene.dir.join("a"), &[]);
-    let b = Background::mount(&scene.addr(), &scene.dir.join("b"), &[]);
+    let a = Background::mount(&scene.addr(), &scene.dir.join("a"), ROOT);
+    let b = Background::mount(&scene.addr(), &scene.dir.join("b"), ROOT);
     std::fs::write(a.mnt.join("shared"), "data").unwrap();
 
     let open = |m: &Background| {
@@ -340,7 +302,11 @@ async fn peer_credentials_prove_each_local_user() {
     }
     assert!(!export.join("theirs").exists());
     // Root vouches for anyone: a mount with an attach per user works.
-    let mount = Background::mount(&scene.addr(), &scene.dir.join("mnt"), &["--access", "user"]);
+    let mount = Background::mount(
+        &scene.addr(),
+        &scene.dir.join("mnt"),
+        &[ROOT, &["--access", "user"]].concat(),
+    );
     let mnt = mount.mnt.display();
     let out = sh_as(4343, &format!("echo two > {mnt}/neighbour"));
     assert!(

@@ -3,6 +3,7 @@
 //! an attach as another user than the certificate's, a client without a
 //! certificate, plaintext, and a thousand handshakes left half-way are
 //! refused, and the server goes on serving and lets go of what they held.
+//! A mux attaching per user passes its clients' proven users on.
 
 #[path = "../../transport/tests/support/certs.rs"]
 mod certs;
@@ -12,31 +13,32 @@ use std::process::Output;
 use std::time::Duration;
 
 use certs::Certs;
-use common::{NINEP, port, serve_on_port};
+use common::{Background, NINEP, port, serve_on_port, start_on_port};
 use tokio::io::AsyncReadExt;
+
+/// The flags of a server whose clients prove their users with
+/// certificates of `certs`' CA.
+fn tls_server_flags(certs: &Certs) -> Vec<String> {
+    let (cert, key) = certs.pair("server");
+    let flags = [
+        ("--tls-cert", cert),
+        ("--tls-key", key),
+        ("--tls-client-ca", certs.ca()),
+    ];
+    let mut args = vec!["--auth".to_owned(), "tls".to_owned()];
+    for (flag, path) in flags {
+        args.extend([flag.to_owned(), Certs::arg(&path).to_owned()]);
+    }
+    args
+}
 
 /// `ninep serve ramfs --auth tls` with the certificates of `certs`, a
 /// handshake timeout of `timeout` seconds, and a file `motd`.
 async fn serve(certs: &Certs, timeout: &str) -> (tokio::process::Child, String) {
-    let (cert, key) = certs.pair("server");
-    let ca = certs.ca();
-    let served = serve_on_port(
-        "tls",
-        &[
-            "ramfs",
-            "--auth",
-            "tls",
-            "--tls-cert",
-            Certs::arg(&cert),
-            "--tls-key",
-            Certs::arg(&key),
-            "--tls-client-ca",
-            Certs::arg(&ca),
-            "--tls-handshake-timeout",
-            timeout,
-        ],
-    )
-    .await;
+    let flags = tls_server_flags(certs);
+    let mut args = vec!["ramfs", "--tls-handshake-timeout", timeout];
+    args.extend(flags.iter().map(String::as_str));
+    let served = serve_on_port("tls", &args).await;
     let out = ninep(
         certs,
         Some("alice"),
@@ -144,4 +146,138 @@ async fn half_open_handshakes_hold_nothing_past_the_timeout() {
     }
     // ...and the server holds no more than before.
     common::until("the server to let go", || descriptors(pid) <= before).await;
+}
+
+/// `ninep mux ARGS... NSFILE` with `lines` as its namespace file, serving
+/// TLS clients whose certificates name their users.
+async fn mux(certs: &Certs, lines: &str, args: &[&str]) -> (tokio::process::Child, String) {
+    let nsfile = certs.path(&format!("ns-{}", port_hint(lines)));
+    std::fs::write(&nsfile, lines).unwrap();
+    let flags = tls_server_flags(certs);
+    let mut all = vec!["mux", Certs::arg(&nsfile)];
+    all.extend(flags.iter().map(String::as_str));
+    all.extend(args);
+    start_on_port("tls", &all).await
+}
+
+/// A file name that tells namespace files apart.
+fn port_hint(lines: &str) -> String {
+    lines.chars().filter(char::is_ascii_digit).collect()
+}
+
+/// A mux whose clients and server both speak TLS: it proves itself to the
+/// server with its own certificate, its clients prove themselves to it,
+/// and `ninep mount` reaches the server through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mux_speaks_tls_to_its_clients_and_its_servers() {
+    let certs = Certs::make("mux", &["alice", "mux"]);
+    let (_server, server_addr) = serve(&certs, "10").await;
+    let (mux_cert, mux_key) = certs.pair("mux");
+    let ca = certs.ca();
+    let (_mux, mux_addr) = mux(
+        &certs,
+        &format!("mount -c {server_addr} /\n"),
+        &[
+            "--uname",
+            "mux",
+            "--upstream-tls-ca",
+            Certs::arg(&ca),
+            "--upstream-tls-cert",
+            Certs::arg(&mux_cert),
+            "--upstream-tls-key",
+            Certs::arg(&mux_key),
+        ],
+    )
+    .await;
+    let ls = ninep(&certs, Some("alice"), "alice", &["ls", "-a", &mux_addr]);
+    assert_eq!(String::from_utf8_lossy(&ls.stdout).trim(), "motd", "{ls:?}");
+    let refused = ninep(&certs, Some("alice"), "bob", &["ls", "-a", &mux_addr]);
+    assert!(!refused.status.success(), "{refused:?}");
+
+    let (alice_cert, alice_key) = certs.pair("alice");
+    let mnt = certs.path("mnt");
+    let mount = Background::mount(
+        &mux_addr,
+        &mnt,
+        &[
+            "--uname",
+            "alice",
+            "--tls-ca",
+            Certs::arg(&ca),
+            "--tls-cert",
+            Certs::arg(&alice_cert),
+            "--tls-key",
+            Certs::arg(&alice_key),
+        ],
+    );
+    std::fs::write(mount.mnt.join("through-the-mount"), "over TLS twice\n").unwrap();
+    let cat = ninep(
+        &certs,
+        Some("alice"),
+        "alice",
+        &["cat", "-a", &server_addr, "through-the-mount"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&cat.stdout),
+        "over TLS twice\n",
+        "{cat:?}"
+    );
+}
+
+/// With `--access user`, a mux attaches to its server as each client's
+/// proven user: the server (ramfs, which records owners) sees alice and
+/// bob, not the mux. The server takes the mux's word because the mux runs
+/// as root on its unix socket (`--auth peercred`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mux_with_access_user_attaches_as_each_client() {
+    let certs = Certs::make("peruser", &["alice", "bob"]);
+    let sock = certs.path("ramfs.sock");
+    let _ramfs = common::serve(&sock, &["ramfs", "--auth", "peercred"]).await;
+    let ram = format!("unix!{}", sock.display());
+    let (_mux, mux_addr) = mux(
+        &certs,
+        &format!("mount -c {ram} /\n"),
+        &["--access", "user"],
+    )
+    .await;
+    for user in ["alice", "bob"] {
+        let out = ninep(
+            &certs,
+            Some(user),
+            user,
+            &["mkdir", "-a", &mux_addr, &format!("made-by-{user}")],
+        );
+        assert!(out.status.success(), "{user}: {out:?}");
+    }
+    // Alice's certificate attaching as bob is refused by the mux.
+    let out = ninep(
+        &certs,
+        Some("alice"),
+        "bob",
+        &["mkdir", "-a", &mux_addr, "x"],
+    );
+    assert!(!out.status.success(), "{out:?}");
+    // Straight to the server (as root): who made what, by name (9P2000.u).
+    let ls = std::process::Command::new(NINEP)
+        .args([
+            "ls",
+            "-l",
+            "-a",
+            &ram,
+            "--uname",
+            "root",
+            "--dialect",
+            "9P2000.u",
+        ])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&ls.stdout);
+    for user in ["alice", "bob"] {
+        let line = listing
+            .lines()
+            .find(|l| l.ends_with(&format!("made-by-{user}")))
+            .unwrap_or_else(|| panic!("made-by-{user} not in {listing}"));
+        assert!(line.contains(&format!(" {user} ")), "{line}");
+    }
+    assert!(!listing.contains(" x\n"), "{listing}");
 }

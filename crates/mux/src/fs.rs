@@ -13,7 +13,7 @@ use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rstatfs, convert};
 
 use crate::attr;
-use crate::namespace::{Member, Namespace, Shared, Target, local_qid};
+use crate::namespace::{Attacher, Member, Namespace, Shared, Target, local_qid};
 use crate::node::{Kind, Node, View};
 use crate::nsfile::{self, Entry};
 use crate::upstream::{LOCAL, RemoteFile, Upstreams};
@@ -22,10 +22,16 @@ use crate::upstream::{LOCAL, RemoteFile, Upstreams};
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Who the mux attaches to its servers as (every client's requests
-    /// reach a server as this user).
+    /// reach a server as this user, unless `attach_per_user`).
     pub uname: String,
     /// The numeric id sent with it (9P2000.u, .L).
     pub n_uname: u32,
+    /// Each client's name space attaches to the servers as the user the
+    /// client attached as (its uname and n_uname), so each server decides
+    /// what each user may do, as `ninep mount --access user` does. The
+    /// mux vouches for its clients' users: require them to prove who they
+    /// are (an auth policy), and give it servers that take its word.
+    pub attach_per_user: bool,
     /// Most requests in flight to one server.
     pub window: usize,
     /// Most bytes read ahead of a client for one open file (the window or
@@ -42,6 +48,7 @@ impl Default for Config {
         Config {
             uname: "none".into(),
             n_uname: NONUNAME,
+            attach_per_user: false,
             window: 256,
             read_ahead: 16 << 20,
             client: Options::default(),
@@ -55,6 +62,8 @@ impl Default for Config {
 #[derive(Debug)]
 pub struct Mux {
     base: Arc<Namespace>,
+    /// See [`Config::attach_per_user`].
+    attach_per_user: bool,
     /// When the base name space was last mended (one mend at a time).
     mended: tokio::sync::Mutex<Option<Instant>>,
 }
@@ -72,9 +81,14 @@ impl Mux {
             config.client,
             config.dialer,
         );
-        let shared = Arc::new(Shared::new(upstreams, config.uname, config.n_uname));
+        let attacher = Attacher {
+            uname: config.uname.clone(),
+            n_uname: config.n_uname,
+        };
+        let shared = Arc::new(Shared::new(upstreams, config.uname));
         Mux {
-            base: Arc::new(Namespace::empty(shared)),
+            base: Arc::new(Namespace::empty(shared, attacher)),
+            attach_per_user: config.attach_per_user,
             mended: tokio::sync::Mutex::new(None),
         }
     }
@@ -165,9 +179,17 @@ async fn open_member(target: Target, flags: u32, stat_entries: bool) -> Result<T
 impl Filesystem for Mux {
     type File = Node;
 
-    async fn attach(&self, _user: &User) -> Result<(Node, Qid)> {
+    async fn attach(&self, user: &User) -> Result<(Node, Qid)> {
         self.mend().await;
-        let ns = Arc::new(self.base.fork());
+        let ns = Arc::new(if self.attach_per_user {
+            let attacher = Attacher {
+                uname: user.uname.clone(),
+                n_uname: user.n_uname,
+            };
+            self.base.replayed_as(attacher).await
+        } else {
+            self.base.fork()
+        });
         let root = ns.root()?;
         let qid = root.view.qid;
         Ok((root, qid))

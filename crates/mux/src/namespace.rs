@@ -79,23 +79,30 @@ pub(crate) struct Space {
     left_out: Vec<Entry>,
 }
 
+/// Who a name space's mounts attach to their servers as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attacher {
+    pub uname: String,
+    /// The numeric id sent with it (9P2000.u, .L).
+    pub n_uname: u32,
+}
+
 /// What every name space of a mux shares.
 pub(crate) struct Shared {
     pub upstreams: Upstreams,
     pub qids: Qids,
+    /// The mux's own user: the owner of its own directories.
     pub uname: String,
-    pub n_uname: u32,
     next_local: std::sync::atomic::AtomicU64,
     next_entry: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
-    pub fn new(upstreams: Upstreams, uname: String, n_uname: u32) -> Shared {
+    pub fn new(upstreams: Upstreams, uname: String) -> Shared {
         Shared {
             upstreams,
             qids: Qids::new(),
             uname,
-            n_uname,
             next_local: (ROOT + 1).into(),
             next_entry: 1.into(),
         }
@@ -105,6 +112,7 @@ impl Shared {
 /// One name space: the mux's base one, or a client's copy of it.
 pub struct Namespace {
     pub(crate) shared: Arc<Shared>,
+    attacher: Attacher,
     space: RwLock<Space>,
 }
 
@@ -136,7 +144,7 @@ pub(crate) fn names(path: &str) -> Result<Vec<Name>> {
 
 impl Namespace {
     /// An empty name space: the root directory and `#ns`.
-    pub(crate) fn empty(shared: Arc<Shared>) -> Namespace {
+    pub(crate) fn empty(shared: Arc<Shared>, attacher: Attacher) -> Namespace {
         let root = LocalDir {
             parent: ROOT,
             name: "/".into(),
@@ -144,6 +152,7 @@ impl Namespace {
         };
         Namespace {
             shared,
+            attacher,
             space: RwLock::new(Space {
                 dirs: HashMap::from([(ROOT, root)]),
                 mounts: HashMap::new(),
@@ -157,6 +166,7 @@ impl Namespace {
     pub(crate) fn fork(&self) -> Namespace {
         Namespace {
             shared: self.shared.clone(),
+            attacher: self.attacher.clone(),
             space: RwLock::new(self.space.read().clone()),
         }
     }
@@ -177,17 +187,24 @@ impl Namespace {
     /// out last time) again, in order: a server that hung up is dialled
     /// anew. An entry that fails now is left out and kept for next time.
     pub(crate) async fn replayed(&self) -> Namespace {
+        self.replayed_as(self.attacher.clone()).await
+    }
+
+    /// As [`Namespace::replayed`], its mounts attached as `attacher`: the
+    /// same name space for another user, each server deciding what that
+    /// user may see (an entry the user may not attach to is left out).
+    pub(crate) async fn replayed_as(&self, attacher: Attacher) -> Namespace {
         let entries: Vec<Entry> = {
             let space = self.space.read();
             let mut entries: Vec<_> = space.log.iter().map(|(_, e, _)| e.clone()).collect();
             entries.extend(space.left_out.iter().cloned());
             entries
         };
-        let fresh = Arc::new(Namespace::empty(self.shared.clone()));
+        let fresh = Arc::new(Namespace::empty(self.shared.clone(), attacher));
         let mut left_out = Vec::new();
         for entry in entries {
             if let Err(e) = fresh.apply(entry.clone()).await {
-                tracing::warn!("{entry}: {e}");
+                tracing::warn!("{entry} (as {}): {e}", fresh.attacher.uname);
                 left_out.push(entry);
             }
         }
@@ -195,6 +212,7 @@ impl Namespace {
         space.left_out = left_out;
         Namespace {
             shared: self.shared.clone(),
+            attacher: fresh.attacher.clone(),
             space: RwLock::new(space),
         }
     }
@@ -332,7 +350,7 @@ impl Namespace {
                             Error::with_errno(e.errno(), format!("mount {addr}: {e}"))
                         })?;
                     let root = up
-                        .attach(&self.shared.uname, self.shared.n_uname, aname)
+                        .attach(&self.attacher.uname, self.attacher.n_uname, aname)
                         .await?;
                     let qid = root.qid();
                     (

@@ -348,3 +348,34 @@ async fn many_clients_through_one_server_connection() {
     let fsys = attach(&served.addr, Dialect::L).await;
     assert!(names(&fsys, "n/ram").await.is_empty());
 }
+
+/// With `attach_per_user`, each client's name space reaches the servers as
+/// the client's own user; without it, as the mux's.
+#[tokio::test]
+async fn servers_see_each_client_or_the_mux_as_configured() {
+    let whoami = Dir::new().read("whoami", |cx: &Cx| {
+        Ok(format!("{} {}", cx.user.uname, cx.user.n_uname))
+    });
+    let server = serve(Tree::new(whoami), Limits::default()).await;
+    let lines = format!("mount {} /", server.addr);
+    for per_user in [true, false] {
+        let config = ninep_mux::Config {
+            uname: "mux".into(),
+            n_uname: 500,
+            attach_per_user: per_user,
+            ..ninep_mux::Config::default()
+        };
+        let mux = serve(mux_with(config, &lines).await, Limits::default()).await;
+        for (uname, n_uname) in [("alice", 1000), ("bob", 1001)] {
+            let client = ninep_client::Client::connect(&mux.addr).await.unwrap();
+            let fsys = client.attach_as(uname, n_uname, "").await.unwrap();
+            let seen = fsys.read_to_string("whoami").await.unwrap();
+            let expected = if per_user {
+                format!("{uname} {n_uname}")
+            } else {
+                "mux 500".to_owned()
+            };
+            assert_eq!(seen, expected, "attach_per_user {per_user}");
+        }
+    }
+}

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test file uses a part
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -67,12 +67,18 @@ pub fn noise(len: usize) -> Vec<u8> {
 }
 
 /// Starts `ninep serve ARGS...` on a free loopback TCP port (or, with
-/// `scheme` "tls", a TLS one) and returns it with the address it serves
-/// on, as its first line on standard error tells; killed when dropped.
+/// `scheme` "tls", a TLS one): see [`start_on_port`].
 pub async fn serve_on_port(scheme: &str, args: &[&str]) -> (Child, String) {
+    start_on_port(scheme, &[&["serve"], args].concat()).await
+}
+
+/// Starts `ninep ARGS...` (a server: serve, mux, ...) listening on a free
+/// loopback port of `scheme` (tcp or tls), and returns it with the address
+/// it serves on, as its first line on standard error tells; killed when
+/// dropped.
+pub async fn start_on_port(scheme: &str, args: &[&str]) -> (Child, String) {
     use tokio::io::AsyncBufReadExt;
     let mut child = Command::new(NINEP)
-        .arg("serve")
         .args(args)
         .args(["--listen", &format!("{scheme}!127.0.0.1!0")])
         .stderr(Stdio::piped())
@@ -107,4 +113,48 @@ pub fn port(addr: &str) -> u16 {
         .next()
         .and_then(|p| p.parse().ok())
         .expect("a port")
+}
+
+/// A mount made with `ninep mount --background`: unmounted, and its process
+/// stopped, when dropped.
+pub struct Background {
+    pub mnt: PathBuf,
+    pid: i32,
+}
+
+impl Background {
+    pub fn mount(addr: &str, mnt: &Path, flags: &[&str]) -> Background {
+        std::fs::create_dir_all(mnt).unwrap();
+        let out = std::process::Command::new(NINEP)
+            .args(["mount", "--background", "-a", addr])
+            .args(flags)
+            .arg(mnt)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "ninep mount --background: {said}");
+        // Returned only once mounted.
+        assert!(is_mounted(mnt), "not mounted on return: {said}");
+        let pid = said
+            .split("pid ")
+            .nth(1)
+            .and_then(|s| s.trim().trim_end_matches(')').parse().ok())
+            .unwrap_or_else(|| panic!("no pid in {said:?}"));
+        Background {
+            mnt: mnt.to_owned(),
+            pid,
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg(&self.mnt)
+            .status();
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
 }
