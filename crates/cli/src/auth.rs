@@ -143,9 +143,17 @@ pub enum ClientProof {
     Munge,
 }
 
-/// How a mux reaches its servers: TLS for their tls! addresses.
+/// How a mux reaches its servers and proves itself: TLS for their tls!
+/// addresses, and MUNGE.
 #[derive(clap::Args)]
 pub struct UpstreamArgs {
+    /// How the mux proves its --uname to servers that ask through Tauth:
+    /// none, or munge (a MUNGE credential of the user the mux runs as).
+    #[arg(long, value_enum, default_value = "none")]
+    upstream_auth: ClientProof,
+    /// munged's socket for --upstream-auth munge, if not MUNGE's default.
+    #[arg(long, value_name = "PATH")]
+    upstream_munge_socket: Option<PathBuf>,
     /// Trust servers whose certificates this CA signed (PEM), for tls!
     /// addresses in mount lines.
     #[arg(long, value_name = "PEM")]
@@ -159,6 +167,11 @@ pub struct UpstreamArgs {
 }
 
 impl UpstreamArgs {
+    /// What proves the mux's user to servers, if anything.
+    pub fn prover(&self) -> Option<MungeProver> {
+        prover(self.upstream_auth, &self.upstream_munge_socket)
+    }
+
     /// How to dial servers.
     pub fn dialer(&self) -> Result<Dialer> {
         dialer(
@@ -191,11 +204,17 @@ impl ClientArgs {
 
     /// What proves us through Tauth, if anything.
     pub fn prover(&self) -> Option<MungeProver> {
-        match self.auth {
-            ClientProof::None => None,
-            ClientProof::Munge => Some(MungeProver {
-                socket: self.munge_socket.clone(),
-            }),
-        }
+        prover(self.auth, &self.munge_socket)
+    }
+}
+
+/// The prover of `proof`, asking munged at `socket` (MUNGE's default one
+/// if none).
+fn prover(proof: ClientProof, socket: &Option<PathBuf>) -> Option<MungeProver> {
+    match proof {
+        ClientProof::None => None,
+        ClientProof::Munge => Some(MungeProver {
+            socket: socket.clone(),
+        }),
     }
 }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use ninep_export::users::UserDb;
@@ -62,6 +63,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         read_ahead: args.read_ahead,
         attach_per_user: args.access == "user",
         dialer: args.upstream.dialer()?,
+        prover: args
+            .upstream
+            .prover()
+            .map(|p| Arc::new(p) as Arc<dyn ninep_client::Prover>),
         ..Config::default()
     };
     let mux = build(args.file.as_deref(), config).await?;

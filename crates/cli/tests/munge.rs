@@ -1,10 +1,12 @@
 //! diod's own tools prove who they are to `ninep serve --auth munge`, as
 //! they do to diod; a credential replayed, expired, made for another user
-//! or missing is refused, and the server goes on serving others. Each test
-//! starts its own munged (which diod's tools see as MUNGE's default one)
-//! and stops it by PID.
+//! or missing is refused, and the server goes on serving others; a mux
+//! proves its user to diod and to ours. Each test starts its own munged
+//! (which diod's tools see as MUNGE's default one) and stops it by PID.
 
 mod common;
+#[path = "../../client/tests/support/diod.rs"]
+mod diod_server;
 #[path = "../../client/tests/support/munged.rs"]
 mod munged;
 
@@ -13,7 +15,7 @@ use std::time::Duration;
 
 use ninep_client::{AuthFid, BoxFuture, Client, Error, Munge, Prover};
 
-use common::{port, serve_on_port};
+use common::{NINEP, port, serve_on_port, start_on_port};
 use munged::{Munged, Written, assert_refused};
 
 /// A scratch directory with a file in it, removed when dropped.
@@ -147,10 +149,62 @@ async fn replayed_expired_and_missing_credentials_are_refused() {
 }
 
 /// Writes nothing: the attach names an afid nobody wrote to.
+#[derive(Debug)]
 struct Nothing;
 
 impl Prover for Nothing {
     fn prove<'a>(&'a self, _afid: &'a AuthFid, _: u32) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async { Ok(()) })
+    }
+}
+
+/// A mux proves its user with MUNGE (`--upstream-auth munge`) to the
+/// servers it mounts: diod with authentication on, and `ninep serve --auth
+/// munge`. Without it both refuse the mux, which then does not start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mux_proves_its_user_to_diod_and_to_ours() {
+    let munged = Munged::start("mux");
+    let diod = diod_server::start_with("mux", munged.command(diod_server::binary()));
+    std::fs::write(diod.on_disk("motd"), "from diod\n").unwrap();
+    let export = Export::new("mux");
+    let (_ours, ours) = serve(&export, &munged).await;
+    let socket = munged.socket();
+    let socket = socket.to_str().unwrap();
+    for (addr, aname) in [(diod.addr(), diod.aname()), (ours.clone(), "")] {
+        let nsfile = std::env::temp_dir().join(format!("ninep-munge-mux-{}.ns", port(&addr)));
+        std::fs::write(&nsfile, format!("mount {addr} /n {aname}\n")).unwrap();
+        let nsfile = nsfile.to_str().unwrap();
+        let mux = ["mux", nsfile, "--uname", "root", "--n-uname", "0"];
+        // Unproven: refused, so the mux cannot mount it.
+        let out = std::process::Command::new(NINEP)
+            .args(mux)
+            .args(["--listen", "tcp!127.0.0.1!0"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{addr}: {out:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("not permitted"), "{addr}: {said}");
+        let proven = [
+            "--upstream-auth",
+            "munge",
+            "--upstream-munge-socket",
+            socket,
+        ];
+        let (_mux, mux_addr) = start_on_port("tcp", &[&mux[..], &proven[..]].concat()).await;
+        let cat = std::process::Command::new(NINEP)
+            .args(["cat", "-a", &mux_addr, "n/motd"])
+            .output()
+            .unwrap();
+        let expected = if addr == ours {
+            "proven by MUNGE\n"
+        } else {
+            "from diod\n"
+        };
+        assert_eq!(
+            String::from_utf8_lossy(&cat.stdout),
+            expected,
+            "{addr}: {cat:?}; {}",
+            diod.log_text()
+        );
     }
 }

@@ -19,7 +19,7 @@ use crate::fsys::{Fid, Fsys};
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Runs one scheme's exchange on an authentication fid.
-pub trait Prover: Send + Sync {
+pub trait Prover: Send + Sync + std::fmt::Debug {
     /// Proves to the server, through `afid`, that we are the user whose
     /// numeric id is `n_uname` (or, if that is `NONUNAME`, the one the
     /// Tauth named).

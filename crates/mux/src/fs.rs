@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::join_all;
-use ninep_client::{Dialer, Options};
+use ninep_client::{Dialer, Options, Prover};
 use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, Time, User};
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rstatfs, convert};
@@ -41,6 +41,9 @@ pub struct Config {
     pub client: Options,
     /// How to reach servers: TLS for their `tls!` addresses, say.
     pub dialer: Dialer,
+    /// What proves the mux's user to servers that ask for it through
+    /// Tauth (MUNGE, say); servers that do not are attached to without.
+    pub prover: Option<Arc<dyn Prover>>,
 }
 
 impl Default for Config {
@@ -53,6 +56,7 @@ impl Default for Config {
             read_ahead: 16 << 20,
             client: Options::default(),
             dialer: Dialer::default(),
+            prover: None,
         }
     }
 }
@@ -80,6 +84,7 @@ impl Mux {
             config.read_ahead,
             config.client,
             config.dialer,
+            config.prover,
         );
         let attacher = Attacher {
             uname: config.uname.clone(),

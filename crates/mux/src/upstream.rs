@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use ninep_client::{Client, Dialer, Options};
+use ninep_client::{Client, Dialer, Options, Prover};
 use ninep_server::{Error, Result};
 use ninep_wire::{Dialect, Errno, Qid};
 use parking_lot::Mutex;
@@ -44,6 +44,8 @@ pub(crate) struct Upstream {
     window: Semaphore,
     /// Most bytes read ahead for one open file.
     read_ahead: u64,
+    /// What proves the user of an attach, where the server asks.
+    prover: Option<Arc<dyn Prover>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -82,11 +84,15 @@ impl Upstream {
         aname: &str,
     ) -> Result<RemoteFile> {
         let _turn = self.turn().await;
-        let fsys = self
-            .client
-            .attach_as(uname, n_uname, aname)
-            .await
-            .map_err(|e| self.error(e))?;
+        let attached = match &self.prover {
+            Some(prover) => {
+                self.client
+                    .attach_proven(uname, n_uname, aname, prover.as_ref())
+                    .await
+            }
+            None => self.client.attach_as(uname, n_uname, aname).await,
+        };
+        let fsys = attached.map_err(|e| self.error(e))?;
         Ok(RemoteFile::walked(self.clone(), fsys.into_root()))
     }
 
@@ -111,10 +117,17 @@ pub(crate) struct Upstreams {
     read_ahead: u64,
     options: Options,
     dialer: Dialer,
+    prover: Option<Arc<dyn Prover>>,
 }
 
 impl Upstreams {
-    pub fn new(window: usize, read_ahead: u64, options: Options, dialer: Dialer) -> Upstreams {
+    pub fn new(
+        window: usize,
+        read_ahead: u64,
+        options: Options,
+        dialer: Dialer,
+        prover: Option<Arc<dyn Prover>>,
+    ) -> Upstreams {
         Upstreams {
             conns: tokio::sync::Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(LOCAL + 1),
@@ -122,6 +135,7 @@ impl Upstreams {
             read_ahead,
             options,
             dialer,
+            prover,
         }
     }
 
@@ -145,6 +159,7 @@ impl Upstreams {
             client,
             window: Semaphore::new(self.window),
             read_ahead: self.read_ahead,
+            prover: self.prover.clone(),
         });
         conns.insert(addr.to_owned(), up.clone());
         Ok(up)

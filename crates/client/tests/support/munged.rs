@@ -131,6 +131,7 @@ impl Munged {
 }
 
 /// Proves with a credential made beforehand: replays it, if used before.
+#[derive(Debug)]
 pub struct Written(pub String);
 
 impl Prover for Written {
