@@ -1,7 +1,8 @@
 //! The ssh pipe from the command line (the u9fs way): `exec!ssh ...` and
 //! `ssh!host!DIR` run `ninep serve --stdio DIR` on the far side of an sshd
 //! the test starts on a free loopback port, with keys made for it, and
-//! stops by PID. Run as root (sshd).
+//! stops by PID. Run as root (sshd). A mux's mount lines and `ninep
+//! mount` use the pipe too.
 
 mod common;
 
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::Duration;
 
-use common::NINEP;
+use common::{Background, NINEP};
 
 /// An sshd of our own and everything it needs, in a fresh directory.
 struct Sshd {
@@ -36,8 +37,9 @@ fn keygen(path: &Path) {
 }
 
 impl Sshd {
-    fn start() -> Sshd {
-        let dir = std::env::temp_dir().join(format!("ninep-sshd-{}", std::process::id()));
+    /// Starts one, in a directory named after `tag`.
+    fn start(tag: &str) -> Sshd {
+        let dir = std::env::temp_dir().join(format!("ninep-sshd-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("export")).unwrap();
         std::fs::write(dir.join("export/motd"), "over ssh\n").unwrap();
@@ -91,6 +93,23 @@ impl Sshd {
     fn export(&self) -> String {
         self.dir.join("export").display().to_string()
     }
+
+    /// A PATH whose `ssh` adds the options, for `ssh!host!DIR` addresses.
+    fn path_with_ssh(&self) -> String {
+        let wrapper = self.dir.join("bin");
+        std::fs::create_dir_all(&wrapper).unwrap();
+        std::fs::write(
+            wrapper.join("ssh"),
+            format!("#!/bin/sh\nexec /usr/bin/ssh {} \"$@\"\n", self.options()),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            wrapper.join("ssh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        format!("{}:/usr/bin:/bin", wrapper.display())
+    }
 }
 
 fn ninep(args: &[&str], path: Option<&str>) -> Output {
@@ -104,7 +123,7 @@ fn ninep(args: &[&str], path: Option<&str>) -> Output {
 
 #[test]
 fn ls_cat_and_cp_run_over_an_ssh_pipe() {
-    let sshd = Sshd::start();
+    let sshd = Sshd::start("verbs");
     let addr = format!(
         "exec!ssh {} root@127.0.0.1 ninep serve --stdio {}",
         sshd.options(),
@@ -121,20 +140,59 @@ fn ls_cat_and_cp_run_over_an_ssh_pipe() {
     assert_eq!(std::fs::read_to_string(&copy).unwrap(), "over ssh\n");
 
     // ssh!host!DIR, through an `ssh` on our PATH that adds the options.
-    let wrapper = sshd.dir.join("bin");
-    std::fs::create_dir_all(&wrapper).unwrap();
-    std::fs::write(
-        wrapper.join("ssh"),
-        format!("#!/bin/sh\nexec /usr/bin/ssh {} \"$@\"\n", sshd.options()),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        wrapper.join("ssh"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let path = format!("{}:/usr/bin:/bin", wrapper.display());
+    let path = sshd.path_with_ssh();
     let short = format!("ssh!root@127.0.0.1!{}", sshd.export());
     let cat = ninep(&["cat", "-a", &short, "motd"], Some(&path));
     assert_eq!(cat.stdout, b"over ssh\n", "{cat:?}");
+}
+
+/// A mux mounts a tree reached over ssh (`ssh!host!DIR` in a mount line),
+/// and `ninep mount` mounts one over `exec!ssh ...`.
+#[test]
+fn a_mux_and_a_mount_reach_a_tree_over_an_ssh_pipe() {
+    let sshd = Sshd::start("mux");
+    let nsfile = sshd.dir.join("ns");
+    let line = format!("mount ssh!root@127.0.0.1!{} /n\n", sshd.export());
+    std::fs::write(&nsfile, line).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("tcp!127.0.0.1!{port}");
+    let mut mux = Command::new(NINEP)
+        .args(["mux", nsfile.to_str().unwrap(), "--listen", &listen])
+        .env("PATH", sshd.path_with_ssh())
+        .spawn()
+        .unwrap();
+    let mut listening = false;
+    for _ in 0..400 {
+        listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        if listening || mux.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let cat = ninep(&["cat", "-a", &listen, "n/motd"], None);
+    let _ = mux.kill();
+    let _ = mux.wait();
+    assert!(listening, "the mux did not listen");
+    assert_eq!(cat.stdout, b"over ssh\n", "{cat:?}");
+
+    let addr = format!(
+        "exec!ssh {} root@127.0.0.1 ninep serve --stdio {}",
+        sshd.options(),
+        sshd.export()
+    );
+    let mount = Background::mount(&addr, &sshd.dir.join("mnt"), &[]);
+    assert_eq!(
+        std::fs::read_to_string(mount.mnt.join("motd")).unwrap(),
+        "over ssh\n"
+    );
+    std::fs::write(mount.mnt.join("written"), "through the mount\n").unwrap();
+    drop(mount);
+    assert_eq!(
+        std::fs::read_to_string(sshd.dir.join("export/written")).unwrap(),
+        "through the mount\n"
+    );
 }
