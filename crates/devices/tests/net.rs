@@ -326,3 +326,34 @@ async fn a_slow_reader_slows_the_sender_and_memory_stays_under_the_mark() {
     }
     assert_eq!(total, SENT);
 }
+
+/// The kernel's timer on the TCP socket whose local port is `port`, from
+/// /proc/net/tcp: 0 none, 1 retransmit, 2 keepalive.
+fn tcp_timer(port: u16) -> Option<u8> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let local_port = fields[1].rsplit(':').next()?;
+        (u16::from_str_radix(local_port, 16).ok()? == port)
+            .then(|| u8::from_str_radix(fields[5].split(':').next()?, 16).ok())
+            .flatten()
+    })
+}
+
+#[tokio::test]
+async fn keepalive_starts_the_kernels_probes_on_the_call() {
+    let (port, _ends) = echo_server().await;
+    let (_server, addr) = start(NetFs::new(Options::default())).await;
+    let net = attach(&addr, "glenda", "").await;
+    let ctl_fid = net.open("tcp/clone", O_RDWR).await.unwrap();
+    ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
+        .await
+        .unwrap();
+    let local = text(&net, "tcp/0/local").await;
+    let local: u16 = local.trim().rsplit('!').next().unwrap().parse().unwrap();
+    assert_eq!(tcp_timer(local), Some(0), "no timer before keepalive");
+    ctl(&ctl_fid, "keepalive 2000").await.unwrap();
+    assert_eq!(tcp_timer(local), Some(2), "the keepalive timer runs");
+    let bad = ctl(&ctl_fid, "keepalive often").await.unwrap_err();
+    assert!(bad.to_string().contains("bad keepalive"), "{bad}");
+}

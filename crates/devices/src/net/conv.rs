@@ -2,7 +2,9 @@
 //! ctl messages that make and end calls.
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ninep_server::queue::{Block, Limits, Modules, Stream};
@@ -17,6 +19,10 @@ use super::allow::Allow;
 
 /// Bytes read from a socket at a time.
 const SOCKET_READ: usize = 64 * 1024;
+
+/// The time between keepalive probes when `keepalive` names none (Plan 9's
+/// default).
+const KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// What a conversation is doing.
 #[derive(Debug)]
@@ -42,6 +48,11 @@ pub(crate) struct Conv {
     remote: Mutex<Option<SocketAddr>>,
     /// The tasks moving data between the socket and the stream.
     pumps: Mutex<Vec<JoinHandle<()>>>,
+    /// The call's socket, for its options (the pumps own its halves);
+    /// closed with them at hangup.
+    socket: Mutex<Option<OwnedFd>>,
+    /// The keepalive interval asked for, applied to each call.
+    keepalive: Mutex<Option<Duration>>,
     /// The last ctl message's refusal, for peers whose dialect carries only
     /// an errno (9P2000.L).
     err: Mutex<String>,
@@ -65,6 +76,8 @@ impl Conv {
             local: Mutex::new(None),
             remote: Mutex::new(None),
             pumps: Mutex::new(Vec::new()),
+            socket: Mutex::new(None),
+            keepalive: Mutex::new(None),
             err: Mutex::new(String::new()),
         }
     }
@@ -95,12 +108,29 @@ impl Conv {
                 self.hangup();
                 Ok(())
             }
-            ["keepalive"] | ["keepalive", _] => Ok(()),
+            ["keepalive"] => self.keepalive(KEEPALIVE),
+            ["keepalive", ms] => {
+                let ms: u64 = ms
+                    .parse()
+                    .map_err(|_| Error::new(format!("bad keepalive interval {ms:?}: want ms")))?;
+                self.keepalive(Duration::from_millis(ms))
+            }
             ["connect", ..] | ["announce", ..] | ["bind", ..] => Err(Error::new(format!(
                 "bad ctl message {:?}: connect ADDR!PORT [LOCALPORT], announce [ADDR!]PORT, bind PORT",
                 msg.trim()
             ))),
             _ => self.stream.ctl(msg).await,
+        }
+    }
+
+    /// Turns on TCP keepalive probes every `every` (whole seconds, at least
+    /// one: the kernel's unit), for the call now and any made later.
+    fn keepalive(&self, every: Duration) -> Result<()> {
+        let every = every.max(Duration::from_secs(1));
+        *self.keepalive.lock() = Some(every);
+        match &*self.socket.lock() {
+            Some(socket) => set_keepalive(socket, every).map_err(|e| io_error("keepalive", e)),
+            None => Ok(()),
         }
     }
 
@@ -143,6 +173,14 @@ impl Conv {
     /// Starts moving data between `tcp` and the stream.
     pub(crate) fn established(&self, tcp: TcpStream) -> Result<()> {
         let _ = tcp.set_nodelay(true);
+        let socket = tcp
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| io_error("dup", e))?;
+        if let Some(every) = *self.keepalive.lock() {
+            set_keepalive(&socket, every).map_err(|e| io_error("keepalive", e))?;
+        }
+        *self.socket.lock() = Some(socket);
         *self.local.lock() = tcp.local_addr().ok();
         *self.remote.lock() = tcp.peer_addr().ok();
         *self.state.lock() = State::Established;
@@ -226,6 +264,7 @@ impl Conv {
         for pump in self.pumps.lock().drain(..) {
             pump.abort();
         }
+        self.socket.lock().take();
     }
 
     /// The `local` file: `addr!port`.
@@ -267,6 +306,16 @@ impl Drop for Conv {
     fn drop(&mut self) {
         self.hangup();
     }
+}
+
+/// SO_KEEPALIVE, with the first probe after `every` idle and the next
+/// ones `every` apart.
+fn set_keepalive(socket: &OwnedFd, every: Duration) -> std::io::Result<()> {
+    use rustix::net::sockopt;
+    sockopt::set_tcp_keepidle(socket, every)?;
+    sockopt::set_tcp_keepintvl(socket, every)?;
+    sockopt::set_socket_keepalive(socket, true)?;
+    Ok(())
 }
 
 fn show(addr: Option<SocketAddr>) -> String {

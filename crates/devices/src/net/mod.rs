@@ -3,7 +3,8 @@
 //! ```text
 //! cs                  write net!host!service, read translations
 //! tcp/clone           open: a new conversation, the fid its ctl
-//! tcp/N/ctl           connect, announce, bind, hangup, push, pop; read: N
+//! tcp/N/ctl           connect, announce, bind, hangup, keepalive, push, pop;
+//!                     read: N
 //! tcp/N/data          the byte stream
 //! tcp/N/listen        open: waits for a call on announced N, the fid
 //!                     then the ctl of the new conversation
