@@ -48,6 +48,18 @@ async fn ctl(file: &File, msg: &str) -> Result<(), ninep_client::Error> {
         .map(drop)
 }
 
+/// A network server with `options`, attached to, and conversation 0
+/// connected to `port` on loopback: the server, the attach, and the ctl.
+async fn called(options: Options, port: u16) -> (ninep_server::Spawned, Fsys, File) {
+    let (server, addr) = start(NetFs::new(options)).await;
+    let net = attach(&addr, "glenda", "").await;
+    let ctl_fid = net.open("tcp/clone", O_RDWR).await.unwrap();
+    ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
+        .await
+        .unwrap();
+    (server, net, ctl_fid)
+}
+
 #[tokio::test]
 async fn clone_connect_data_and_the_last_close_hangs_up() {
     let (port, mut ends) = echo_server().await;
@@ -106,12 +118,7 @@ async fn clone_connect_data_and_the_last_close_hangs_up() {
 #[tokio::test]
 async fn hangup_ends_reads_and_refuses_writes() {
     let (port, mut ends) = echo_server().await;
-    let (_server, addr) = start(NetFs::new(Options::default())).await;
-    let net = attach(&addr, "glenda", "").await;
-    let ctl_fid = net.open("tcp/clone", O_RDWR).await.unwrap();
-    ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
-        .await
-        .unwrap();
+    let (_server, net, ctl_fid) = called(Options::default(), port).await;
     let data = net.open("tcp/0/data", O_RDWR).await.unwrap();
     ctl(&ctl_fid, "hangup").await.unwrap();
     ends.recv().await.expect("hangup closes the socket");
@@ -300,12 +307,7 @@ async fn a_slow_reader_slows_the_sender_and_memory_stays_under_the_mark() {
         },
         ..Options::default()
     };
-    let (_server, addr) = start(NetFs::new(options)).await;
-    let net = attach(&addr, "glenda", "").await;
-    let ctl_fid = net.open("tcp/clone", O_RDWR).await.unwrap();
-    ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
-        .await
-        .unwrap();
+    let (_server, net, _ctl_fid) = called(options, port).await;
     let qin = async || {
         let status = text(&net, "tcp/0/status").await;
         let figures: Vec<&str> = status.split_whitespace().collect();
@@ -343,12 +345,7 @@ fn tcp_timer(port: u16) -> Option<u8> {
 #[tokio::test]
 async fn keepalive_starts_the_kernels_probes_on_the_call() {
     let (port, _ends) = echo_server().await;
-    let (_server, addr) = start(NetFs::new(Options::default())).await;
-    let net = attach(&addr, "glenda", "").await;
-    let ctl_fid = net.open("tcp/clone", O_RDWR).await.unwrap();
-    ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
-        .await
-        .unwrap();
+    let (_server, net, ctl_fid) = called(Options::default(), port).await;
     let local = text(&net, "tcp/0/local").await;
     let local: u16 = local.trim().rsplit('!').next().unwrap().parse().unwrap();
     assert_eq!(tcp_timer(local), Some(0), "no timer before keepalive");
