@@ -65,7 +65,7 @@ async fn clone_connect_data_and_the_last_close_hangs_up() {
     let (port, mut ends) = echo_server().await;
     let (_server, addr) = start(NetFs::new(Options::default())).await;
     let net = attach(&addr, "glenda", "").await;
-    assert_eq!(names(&net, "/").await, ["cs", "tcp"]);
+    assert_eq!(names(&net, "/").await, ["cs", "tcp", "udp"]);
     assert_eq!(
         names(&net, "tcp").await,
         ["clone"],
@@ -233,6 +233,10 @@ async fn cs_translates_dial_strings() {
         ask("net!127.0.0.1!80").await.unwrap(),
         ["/net/tcp/clone 127.0.0.1!80"]
     );
+    assert_eq!(
+        ask("udp!127.0.0.1!53").await.unwrap(),
+        ["/net/udp/clone 127.0.0.1!53"]
+    );
     let http = ask("tcp!localhost!http").await.unwrap();
     assert!(http.iter().any(|a| a.ends_with("!80")), "{http:?}");
     for (dial, says) in [
@@ -353,4 +357,125 @@ async fn keepalive_starts_the_kernels_probes_on_the_call() {
     assert_eq!(tcp_timer(local), Some(2), "the keepalive timer runs");
     let bad = ctl(&ctl_fid, "keepalive often").await.unwrap_err();
     assert!(bad.to_string().contains("bad keepalive"), "{bad}");
+}
+
+/// A UDP echo server on loopback: its port.
+async fn udp_echo() -> u16 {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let port = socket.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+            let _ = socket.send_to(&buf[..n], from).await;
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn a_udp_call_keeps_each_datagram_whole() {
+    let port = udp_echo().await;
+    let (_server, addr) = start(NetFs::new(Options::default())).await;
+    let net = attach(&addr, "glenda", "").await;
+    assert_eq!(names(&net, "udp").await, ["clone"]);
+    let ctl_fid = net.open("udp/clone", O_RDWR).await.unwrap();
+    assert_eq!(ctl_fid.read_at(0, 32).await.unwrap(), "0");
+    ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&net, "udp/0/remote").await,
+        format!("127.0.0.1!{port}\n")
+    );
+    let data = Arc::new(net.open("udp/0/data", O_RDWR).await.unwrap());
+    for d in [&b"one"[..], b"two, longer", b"3"] {
+        data.write_at(0, Bytes::copy_from_slice(d)).await.unwrap();
+    }
+    // One datagram a read, in order here on loopback.
+    for d in [&b"one"[..], b"two, longer", b"3"] {
+        assert_eq!(data.read_at(0, 8192).await.unwrap(), d);
+    }
+    // A read shorter than the datagram gets its start; the rest is gone.
+    data.write_at(0, Bytes::from_static(b"truncated"))
+        .await
+        .unwrap();
+    assert_eq!(data.read_at(0, 5).await.unwrap(), "trunc");
+    // tcp's numbers are its own.
+    let tcp = net.open("tcp/clone", O_RDWR).await.unwrap();
+    assert_eq!(tcp.read_at(0, 32).await.unwrap(), "0");
+    // keepalive and push are tcp's; headers is udp's.
+    assert!(ctl(&ctl_fid, "keepalive").await.is_err());
+    assert!(ctl(&ctl_fid, "push fcall").await.is_err());
+    assert!(ctl(&tcp, "headers").await.is_err());
+
+    // Hangup wakes a waiting read, which then reads the end.
+    let waiting = tokio::spawn({
+        let data = data.clone();
+        async move { data.read_at(0, 100).await }
+    });
+    tokio::task::yield_now().await;
+    ctl(&ctl_fid, "hangup").await.unwrap();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+        .await
+        .expect("hangup wakes the read");
+    assert_eq!(ended.unwrap().unwrap(), "");
+    assert!(data.write_at(0, Bytes::from_static(b"late")).await.is_err());
+}
+
+#[tokio::test]
+async fn an_announced_udp_conversation_reads_and_writes_with_headers() {
+    let options = Options {
+        announce: Allow::any(),
+        dial: Allow::parse("127.0.0.1!*").unwrap(),
+        ..Options::default()
+    };
+    let (_server, addr) = start(NetFs::new(options)).await;
+    let net = attach(&addr, "glenda", "").await;
+    let ctl_fid = net.open("udp/clone", O_RDWR).await.unwrap();
+    ctl(&ctl_fid, "announce 127.0.0.1!0").await.unwrap();
+    assert!(text(&net, "udp/0/status").await.starts_with("Announced"));
+    let local = text(&net, "udp/0/local").await;
+    let local: u16 = local.trim().rsplit('!').next().unwrap().parse().unwrap();
+    let data = net.open("udp/0/data", O_RDWR).await.unwrap();
+    // Without headers there is nowhere to send to.
+    let e = data
+        .write_at(0, Bytes::from_static(b"to whom?"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.errno(), Errno::ENOTCONN, "{e}");
+    ctl(&ctl_fid, "headers").await.unwrap();
+
+    let peer = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let peer_port = peer.local_addr().unwrap().port();
+    peer.send_to(b"hello", ("127.0.0.1", local)).await.unwrap();
+    let got = data.read_at(0, 8192).await.unwrap();
+    assert_eq!(got.len(), 52 + 5);
+    let v4 = |ip: [u8; 4]| std::net::Ipv4Addr::from(ip).to_ipv6_mapped().octets();
+    assert_eq!(got[..16], v4([127, 0, 0, 1]), "remote address");
+    assert_eq!(got[16..32], v4([127, 0, 0, 1]), "local address");
+    assert_eq!(u16::from_be_bytes([got[48], got[49]]), peer_port);
+    assert_eq!(u16::from_be_bytes([got[50], got[51]]), local);
+    assert_eq!(&got[52..], b"hello");
+
+    // The answer goes where its header says.
+    let mut answer = got[..52].to_vec();
+    answer.extend_from_slice(b"world");
+    data.write_at(0, Bytes::from(answer)).await.unwrap();
+    let mut buf = [0u8; 100];
+    let (n, from) = peer.recv_from(&mut buf).await.unwrap();
+    assert_eq!(&buf[..n], b"world");
+    assert_eq!(from.port(), local);
+
+    // A header naming an address the dial allow-list refuses, and one too
+    // short, are refused.
+    let mut elsewhere = got[..52].to_vec();
+    elsewhere[..16].copy_from_slice(&v4([10, 0, 0, 1]));
+    elsewhere.extend_from_slice(b"x");
+    let e = data.write_at(0, Bytes::from(elsewhere)).await.unwrap_err();
+    assert_eq!(e.errno(), Errno::EACCES, "{e}");
+    let e = data
+        .write_at(0, Bytes::from_static(b"short"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("header"), "{e}");
 }

@@ -1,9 +1,21 @@
-//! A TCP conversation: a stream whose device end is a socket, and the
-//! ctl messages that make and end calls.
+//! A conversation: for TCP a stream whose device end is a socket, for UDP
+//! a socket read and written a datagram at a time; and the ctl messages
+//! that make and end calls.
+//!
+//! UDP keeps no queue of its own: a read of `data` is one datagram (cut to
+//! the count, as Plan 9's), a write one datagram, and the kernel's socket
+//! buffers are the flow control (a datagram that finds them full is lost,
+//! as UDP's are). An announced UDP conversation takes `headers`: then each
+//! datagram read or written starts with Plan 9's 52-byte header (remote
+//! address, local address, interface address, each 16 bytes in IPv6 form;
+//! remote port, local port, each 2 bytes big-endian), which names where
+//! it came from or goes.
 
 use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -12,7 +24,8 @@ use ninep_server::{Error, Result};
 use ninep_wire::Errno;
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::allow::Allow;
@@ -24,12 +37,38 @@ const SOCKET_READ: usize = 64 * 1024;
 /// default).
 const KEEPALIVE: Duration = Duration::from_secs(30);
 
+/// The largest UDP datagram.
+const DATAGRAM: usize = 65_536;
+
+/// The length of a UDP header in `headers` mode.
+pub(crate) const UDP_HEADER: usize = 52;
+
+/// The protocols served, each a directory of conversations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Proto {
+    Tcp,
+    Udp,
+}
+
+impl Proto {
+    pub(crate) const ALL: [Proto; 2] = [Proto::Tcp, Proto::Udp];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+}
+
 /// What a conversation is doing.
 #[derive(Debug)]
 enum State {
     Idle,
     Established,
     Announced(Arc<TcpListener>),
+    /// An announced UDP conversation: datagrams from anyone.
+    Bound,
     Hungup,
 }
 
@@ -38,6 +77,7 @@ enum State {
 #[derive(Debug)]
 pub(crate) struct Conv {
     pub(crate) n: usize,
+    pub(crate) proto: Proto,
     /// The user who made it: only they may open its files.
     pub(crate) owner: String,
     pub(crate) stream: Arc<Stream>,
@@ -53,6 +93,12 @@ pub(crate) struct Conv {
     socket: Mutex<Option<OwnedFd>>,
     /// The keepalive interval asked for, applied to each call.
     keepalive: Mutex<Option<Duration>>,
+    /// A UDP conversation's socket, once connected or announced.
+    udp: Mutex<Option<Arc<UdpSocket>>>,
+    /// Datagrams carry Plan 9's UDP header (`headers`).
+    headers: AtomicBool,
+    /// Wakes UDP reads at hangup.
+    hungup: Notify,
     /// The last ctl message's refusal, for peers whose dialect carries only
     /// an errno (9P2000.L).
     err: Mutex<String>,
@@ -66,9 +112,16 @@ pub(crate) struct Rules {
 }
 
 impl Conv {
-    pub(crate) fn new(n: usize, owner: &str, limits: Limits, modules: Modules) -> Conv {
+    pub(crate) fn new(
+        n: usize,
+        proto: Proto,
+        owner: &str,
+        limits: Limits,
+        modules: Modules,
+    ) -> Conv {
         Conv {
             n,
+            proto,
             owner: owner.to_owned(),
             stream: Stream::new(limits, modules),
             state: Mutex::new(State::Idle),
@@ -78,6 +131,9 @@ impl Conv {
             pumps: Mutex::new(Vec::new()),
             socket: Mutex::new(None),
             keepalive: Mutex::new(None),
+            udp: Mutex::new(None),
+            headers: AtomicBool::new(false),
+            hungup: Notify::new(),
             err: Mutex::new(String::new()),
         }
     }
@@ -108,6 +164,11 @@ impl Conv {
                 self.hangup();
                 Ok(())
             }
+            ["headers"] => {
+                self.udp_only("headers")?;
+                self.headers.store(true, Ordering::Relaxed);
+                Ok(())
+            }
             ["keepalive"] => self.keepalive(KEEPALIVE),
             ["keepalive", ms] => {
                 let ms: u64 = ms
@@ -119,13 +180,27 @@ impl Conv {
                 "bad ctl message {:?}: connect ADDR!PORT [LOCALPORT], announce [ADDR!]PORT, bind PORT",
                 msg.trim()
             ))),
+            _ if self.proto == Proto::Udp => Err(Error::new(format!(
+                "bad ctl message {:?}: udp takes connect, announce, bind, headers, hangup",
+                msg.trim()
+            ))),
             _ => self.stream.ctl(msg).await,
+        }
+    }
+
+    fn udp_only(&self, what: &str) -> Result<()> {
+        match self.proto {
+            Proto::Udp => Ok(()),
+            Proto::Tcp => Err(Error::new(format!("{what}: for udp conversations only"))),
         }
     }
 
     /// Turns on TCP keepalive probes every `every` (whole seconds, at least
     /// one: the kernel's unit), for the call now and any made later.
     fn keepalive(&self, every: Duration) -> Result<()> {
+        if self.proto == Proto::Udp {
+            return Err(Error::new("keepalive: for tcp conversations only"));
+        }
         let every = every.max(Duration::from_secs(1));
         *self.keepalive.lock() = Some(every);
         match &*self.socket.lock() {
@@ -150,24 +225,46 @@ impl Conv {
                 format!("connect {addr}: not allowed here"),
             ));
         }
+        let bind = *self.bind.lock();
+        let any = |port: u16| -> SocketAddr {
+            if to.is_ipv4() {
+                ([0, 0, 0, 0], port).into()
+            } else {
+                (Ipv6Addr::UNSPECIFIED, port).into()
+            }
+        };
+        if self.proto == Proto::Udp {
+            let socket = UdpSocket::bind(any(bind.unwrap_or(0)))
+                .await
+                .map_err(|e| io_error("bind", e))?;
+            socket
+                .connect(to)
+                .await
+                .map_err(|e| io_error(&format!("connect {addr}"), e))?;
+            *self.remote.lock() = Some(to);
+            return self.datagrams(socket, State::Established);
+        }
         let socket = if to.is_ipv4() {
             TcpSocket::new_v4()
         } else {
             TcpSocket::new_v6()
         }?;
-        if let Some(port) = *self.bind.lock() {
-            let any: SocketAddr = if to.is_ipv4() {
-                ([0, 0, 0, 0], port).into()
-            } else {
-                (std::net::Ipv6Addr::UNSPECIFIED, port).into()
-            };
-            socket.bind(any).map_err(|e| io_error("bind", e))?;
+        if let Some(port) = bind {
+            socket.bind(any(port)).map_err(|e| io_error("bind", e))?;
         }
         let tcp = socket
             .connect(to)
             .await
             .map_err(|e| io_error(&format!("connect {addr}"), e))?;
         self.established(tcp)
+    }
+
+    /// Takes `socket` as the conversation's, now in `state`.
+    fn datagrams(&self, socket: UdpSocket, state: State) -> Result<()> {
+        *self.local.lock() = socket.local_addr().ok();
+        *self.udp.lock() = Some(Arc::new(socket));
+        *self.state.lock() = state;
+        Ok(())
     }
 
     /// Starts moving data between `tcp` and the stream.
@@ -230,6 +327,12 @@ impl Conv {
                 format!("announce {addr}: not allowed here"),
             ));
         }
+        if self.proto == Proto::Udp {
+            let socket = UdpSocket::bind(at)
+                .await
+                .map_err(|e| io_error(&format!("announce {addr}"), e))?;
+            return self.datagrams(socket, State::Bound);
+        }
         let listener = TcpListener::bind(at)
             .await
             .map_err(|e| io_error(&format!("announce {addr}"), e))?;
@@ -250,7 +353,7 @@ impl Conv {
     /// (perhaps since hung up, which reads see as end of file).
     pub(crate) fn check_data(&self) -> Result<()> {
         match *self.state.lock() {
-            State::Established | State::Hungup => Ok(()),
+            State::Established | State::Bound | State::Hungup => Ok(()),
             State::Idle | State::Announced(_) => Err(Error::with_errno(
                 Errno::ENOTCONN,
                 "conversation not connected",
@@ -265,6 +368,8 @@ impl Conv {
             pump.abort();
         }
         self.socket.lock().take();
+        self.udp.lock().take();
+        self.hungup.notify_waiters();
     }
 
     /// The `local` file: `addr!port`.
@@ -294,6 +399,7 @@ impl Conv {
             State::Established if self.stream.is_hungup() => "Closing",
             State::Established => "Established",
             State::Announced(_) => "Listen",
+            State::Bound => "Announced",
             State::Hungup => "Hungup",
         };
         let (qin, qout) = self.stream.queued();
@@ -356,11 +462,113 @@ pub(crate) fn parse_addr(addr: &str, any_host: Option<&str>) -> Result<SocketAdd
     Ok(SocketAddr::new(ip, parse_port(port)?))
 }
 
-/// Data written to `data`, refused once the call is over.
-pub(crate) async fn write_data(conv: &Conv, data: Bytes) -> Result<u32> {
-    conv.check_data()?;
-    if data.is_empty() {
-        return Ok(0);
+impl Conv {
+    /// A read of `data`: up to `count` bytes of the stream, or one datagram;
+    /// empty once hung up.
+    pub(crate) async fn read_data(&self, count: usize) -> Result<Bytes> {
+        self.check_data()?;
+        match self.proto {
+            Proto::Tcp => Ok(self.stream.read(count).await),
+            Proto::Udp => self.receive(count).await,
+        }
     }
-    Ok(conv.stream.write(data).await? as u32)
+
+    /// Data written to `data`, refused once the call is over.
+    pub(crate) async fn write_data(&self, rules: &Rules, data: Bytes) -> Result<u32> {
+        self.check_data()?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        match self.proto {
+            Proto::Tcp => Ok(self.stream.write(data).await? as u32),
+            Proto::Udp => self.send(rules, data).await,
+        }
+    }
+
+    /// The UDP socket, or why there is none to use.
+    fn udp_socket(&self) -> Result<Arc<UdpSocket>> {
+        self.udp
+            .lock()
+            .clone()
+            .ok_or_else(|| Error::with_errno(Errno::EPIPE, "i/o on hungup channel"))
+    }
+
+    /// One datagram (with its header in `headers` mode), cut to `count`;
+    /// empty once hung up. Dropping it (a flushed read) takes nothing.
+    async fn receive(&self, count: usize) -> Result<Bytes> {
+        // Made before the socket is looked at, so no hangup slips between.
+        let hungup = self.hungup.notified();
+        let Ok(socket) = self.udp_socket() else {
+            return Ok(Bytes::new());
+        };
+        let mut buf = vec![0u8; DATAGRAM];
+        let (n, from) = tokio::select! {
+            () = hungup => return Ok(Bytes::new()),
+            got = socket.recv_from(&mut buf) => got.map_err(|e| io_error("read", e))?,
+        };
+        let mut out = BytesMut::with_capacity(UDP_HEADER + n);
+        if self.headers.load(Ordering::Relaxed) {
+            let local = socket.local_addr().map_err(|e| io_error("read", e))?;
+            put_header(&mut out, from, local);
+        }
+        out.extend_from_slice(&buf[..n]);
+        out.truncate(count);
+        Ok(out.freeze())
+    }
+
+    /// Sends `data` as one datagram: to the connected address, or in
+    /// `headers` mode to the one its header names (which the dial
+    /// allow-list must admit, as a `connect` would).
+    async fn send(&self, rules: &Rules, data: Bytes) -> Result<u32> {
+        let socket = self.udp_socket()?;
+        let sent = if self.headers.load(Ordering::Relaxed) {
+            let to = header_destination(&data)?;
+            if !rules.dial.admits(to) {
+                return Err(Error::with_errno(
+                    Errno::EACCES,
+                    format!("send to {}!{}: not allowed here", to.ip(), to.port()),
+                ));
+            }
+            socket.send_to(&data[UDP_HEADER..], to).await
+        } else if self.remote.lock().is_some() {
+            socket.send(&data).await
+        } else {
+            return Err(Error::with_errno(
+                Errno::ENOTCONN,
+                "announced udp conversation: write headers to ctl, then a header with each datagram",
+            ));
+        };
+        sent.map_err(|e| io_error("write", e))?;
+        Ok(data.len() as u32)
+    }
+}
+
+/// Plan 9's UDP header for a datagram from `from` to `local`.
+fn put_header(out: &mut BytesMut, from: SocketAddr, local: SocketAddr) {
+    let v6 = |ip: IpAddr| match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    };
+    out.extend_from_slice(&v6(from.ip()).octets());
+    out.extend_from_slice(&v6(local.ip()).octets());
+    out.extend_from_slice(&v6(local.ip()).octets());
+    out.extend_from_slice(&from.port().to_be_bytes());
+    out.extend_from_slice(&local.port().to_be_bytes());
+}
+
+/// Where a datagram written with a header goes: its remote address and
+/// port.
+fn header_destination(data: &[u8]) -> Result<SocketAddr> {
+    if data.len() < UDP_HEADER {
+        return Err(Error::new(format!(
+            "udp write of {} bytes: shorter than the {UDP_HEADER}-byte header",
+            data.len()
+        )));
+    }
+    let mut raddr = [0u8; 16];
+    raddr.copy_from_slice(&data[..16]);
+    let raddr = Ipv6Addr::from(raddr);
+    let ip = raddr.to_ipv4_mapped().map_or(IpAddr::V6(raddr), IpAddr::V4);
+    let port = u16::from_be_bytes([data[48], data[49]]);
+    Ok(SocketAddr::new(ip, port))
 }

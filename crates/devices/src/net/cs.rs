@@ -14,7 +14,8 @@ const SERVICES: &str = "/etc/services";
 /// Plan 9's names that /etc/services lacks.
 const PLAN9_SERVICES: [(&str, u16); 1] = [("9fs", 564)];
 
-/// The translations of `dial`, one line each: `/net/tcp/clone 10.0.0.1!80`.
+/// The translations of `dial`, one line each: `/net/tcp/clone 10.0.0.1!80`
+/// (`/net/udp/clone` for `udp!`).
 pub(crate) async fn translate(dial: &str) -> Result<Vec<String>> {
     let words: Vec<&str> = dial.trim().split('!').collect();
     let [net, host, service] = words[..] else {
@@ -25,8 +26,11 @@ pub(crate) async fn translate(dial: &str) -> Result<Vec<String>> {
     };
     let proto = match net {
         "tcp" | "net" => "tcp",
+        "udp" => "udp",
         _ => {
-            return Err(Error::new(format!("cs: no network {net:?} (tcp or net)")));
+            return Err(Error::new(format!(
+                "cs: no network {net:?} (tcp, udp or net)"
+            )));
         }
     };
     let port = port(service, proto).await?;

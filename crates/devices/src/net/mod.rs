@@ -3,6 +3,8 @@
 //! ```text
 //! cs                  write net!host!service, read translations
 //! tcp/clone           open: a new conversation, the fid its ctl
+//!                     (udp/ the same, each read and write of data a
+//!                     datagram; announced, with a header: see conv)
 //! tcp/N/ctl           connect, announce, bind, hangup, keepalive, push, pop;
 //!                     read: N
 //! tcp/N/data          the byte stream
@@ -34,14 +36,14 @@ use ninep_wire::{Errno, Name, Qid, QidType};
 use parking_lot::Mutex;
 
 pub use allow::Allow;
-use conv::{Conv, Rules};
+use conv::{Conv, Proto, Rules};
 
 use crate::files::{attr, text_at};
 
 /// What a network server allows and holds to.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Conversations open at once.
+    /// Conversations open at once, of each protocol.
     pub conversations: usize,
     /// Each direction's queue of each conversation.
     pub queue: Limits,
@@ -65,7 +67,8 @@ impl Default for Options {
 /// The network server; see the module documentation.
 #[derive(Debug)]
 pub struct NetFs {
-    convs: Conversations<Conv>,
+    /// Of each protocol, in the order of [`Proto::ALL`].
+    convs: [Conversations<Conv>; 2],
     queue: Limits,
     rules: Rules,
     modules: Modules,
@@ -97,10 +100,10 @@ const PARTS: [(Part, &str); 7] = [
 enum Node {
     Root,
     Cs,
-    Tcp,
-    Clone,
-    Conv(usize, Weak<Conv>),
-    File(usize, Weak<Conv>, Part),
+    Proto(Proto),
+    Clone(Proto),
+    Conv(Proto, usize, Weak<Conv>),
+    File(Proto, usize, Weak<Conv>, Part),
 }
 
 #[derive(Debug, Clone)]
@@ -120,14 +123,17 @@ pub struct NetFile {
 
 impl Node {
     fn qid(&self) -> Qid {
-        // Conversation N's directory is 0x100 * (N + 1), its files follow.
+        // A protocol's directory and clone file are 2 + 2p and 3 + 2p;
+        // its conversation N's directory p << 32 | 0x100 * (N + 1), whose
+        // files follow.
+        let conv = |p: Proto, n: usize| ((p as u64) << 32) | (0x100 * (n as u64 + 1));
         let (dir, path) = match self {
             Node::Root => (true, 0),
             Node::Cs => (false, 1),
-            Node::Tcp => (true, 2),
-            Node::Clone => (false, 3),
-            Node::Conv(n, _) => (true, 0x100 * (*n as u64 + 1)),
-            Node::File(n, _, part) => (false, 0x100 * (*n as u64 + 1) + 1 + *part as u64),
+            Node::Proto(p) => (true, 2 + 2 * *p as u64),
+            Node::Clone(p) => (false, 3 + 2 * *p as u64),
+            Node::Conv(p, n, _) => (true, conv(*p, *n)),
+            Node::File(p, n, _, part) => (false, conv(*p, *n) + 1 + *part as u64),
         };
         Qid {
             ty: if dir { QidType::DIR } else { QidType::FILE },
@@ -140,18 +146,18 @@ impl Node {
         match self {
             Node::Root => "/".into(),
             Node::Cs => "cs".into(),
-            Node::Tcp => "tcp".into(),
-            Node::Clone => "clone".into(),
-            Node::Conv(n, _) => n.to_string(),
-            Node::File(_, _, part) => part_name(*part).into(),
+            Node::Proto(p) => p.name().into(),
+            Node::Clone(_) => "clone".into(),
+            Node::Conv(_, n, _) => n.to_string(),
+            Node::File(_, _, _, part) => part_name(*part).into(),
         }
     }
 
     fn parent(&self) -> Node {
         match self {
-            Node::Root | Node::Cs | Node::Tcp => Node::Root,
-            Node::Clone | Node::Conv(..) => Node::Tcp,
-            Node::File(n, conv, _) => Node::Conv(*n, conv.clone()),
+            Node::Root | Node::Cs | Node::Proto(_) => Node::Root,
+            Node::Clone(p) | Node::Conv(p, ..) => Node::Proto(*p),
+            Node::File(p, n, conv, _) => Node::Conv(*p, *n, conv.clone()),
         }
     }
 }
@@ -175,7 +181,7 @@ impl NetFs {
     /// The host's network, held to `options`.
     pub fn new(options: Options) -> NetFs {
         NetFs {
-            convs: Conversations::new(options.conversations),
+            convs: Proto::ALL.map(|_| Conversations::new(options.conversations)),
             queue: options.queue,
             rules: Rules {
                 dial: options.dial,
@@ -185,12 +191,16 @@ impl NetFs {
         }
     }
 
+    fn convs(&self, proto: Proto) -> &Conversations<Conv> {
+        &self.convs[proto as usize]
+    }
+
     fn attr(&self, node: &Node, user: &User) -> Attr {
         let (mode, owner) = match node {
-            Node::Root | Node::Tcp => (S_IFDIR | 0o555, user.uname.clone()),
-            Node::Cs | Node::Clone => (S_IFREG | 0o666, user.uname.clone()),
-            Node::Conv(_, conv) => (S_IFDIR | 0o555, owner(conv, user)),
-            Node::File(_, conv, part) => {
+            Node::Root | Node::Proto(_) => (S_IFDIR | 0o555, user.uname.clone()),
+            Node::Cs | Node::Clone(_) => (S_IFREG | 0o666, user.uname.clone()),
+            Node::Conv(_, _, conv) => (S_IFDIR | 0o555, owner(conv, user)),
+            Node::File(_, _, conv, part) => {
                 let mode = match part {
                     Part::Ctl | Part::Data | Part::Listen => 0o660,
                     _ => 0o444,
@@ -201,11 +211,11 @@ impl NetFs {
         attr(node.qid(), &node.name(), mode, &owner)
     }
 
-    /// A new conversation for `user`, and the fid on its ctl.
-    fn clone_conv(&self, user: &User) -> Result<NetFile> {
+    /// A new `proto` conversation for `user`, and the fid on its ctl.
+    fn clone_conv(&self, proto: Proto, user: &User) -> Result<NetFile> {
         let conv = self
-            .convs
-            .alloc(|n| Conv::new(n, &user.uname, self.queue, self.modules.clone()))?;
+            .convs(proto)
+            .alloc(|n| Conv::new(n, proto, &user.uname, self.queue, self.modules.clone()))?;
         Ok(ctl_of(conv))
     }
 
@@ -214,7 +224,7 @@ impl NetFs {
     async fn listen(&self, conv: &Conv, user: &User) -> Result<NetFile> {
         let listener = conv.listener()?;
         let (tcp, _) = listener.accept().await?;
-        let file = self.clone_conv(user)?;
+        let file = self.clone_conv(conv.proto, user)?;
         if let Some(Open::Conv(new)) = &file.open {
             new.established(tcp)?;
         }
@@ -230,7 +240,7 @@ fn owner(conv: &Weak<Conv>, user: &User) -> String {
 /// An open fid on `conv`'s ctl.
 fn ctl_of(conv: Arc<Conv>) -> NetFile {
     NetFile {
-        node: Node::File(conv.n, Arc::downgrade(&conv), Part::Ctl),
+        node: Node::File(conv.proto, conv.n, Arc::downgrade(&conv), Part::Ctl),
         open: Some(Open::Conv(conv)),
     }
 }
@@ -250,22 +260,25 @@ impl Filesystem for NetFs {
         let node = match (&dir.node, name.as_str()) {
             (node, "..") => node.parent(),
             (Node::Root, "cs") => Node::Cs,
-            (Node::Root, "tcp") => Node::Tcp,
-            (Node::Tcp, "clone") => Node::Clone,
-            (Node::Tcp, n) => {
+            (Node::Root, name) => Proto::ALL
+                .into_iter()
+                .find(|p| p.name() == name)
+                .map(Node::Proto)
+                .ok_or_else(Error::not_found)?,
+            (Node::Proto(p), "clone") => Node::Clone(*p),
+            (Node::Proto(p), n) => {
                 let n: usize = n.parse().map_err(|_| Error::not_found())?;
-                let conv = self.convs.get(n).ok_or_else(Error::not_found)?;
-                Node::Conv(n, Arc::downgrade(&conv))
+                let conv = self.convs(*p).get(n).ok_or_else(Error::not_found)?;
+                Node::Conv(*p, n, Arc::downgrade(&conv))
             }
-            (Node::Conv(n, conv), name) => {
+            (Node::Conv(p, n, conv), name) => {
                 let part = PARTS
                     .iter()
                     .find(|(_, p)| *p == name)
                     .ok_or_else(Error::not_found)?
                     .0;
-                Node::File(*n, conv.clone(), part)
+                Node::File(*p, *n, conv.clone(), part)
             }
-            (Node::Root, _) => return Err(Error::not_found()),
             _ => return Err(Error::not_dir()),
         };
         let qid = node.qid();
@@ -278,12 +291,12 @@ impl Filesystem for NetFs {
 
     async fn open(&self, cx: &Cx, file: &mut NetFile, _flags: u32) -> Result<Opened> {
         *file = match &file.node {
-            Node::Clone => self.clone_conv(&cx.user)?,
+            Node::Clone(p) => self.clone_conv(*p, &cx.user)?,
             Node::Cs => NetFile {
                 node: Node::Cs,
                 open: Some(Open::Cs(Arc::default())),
             },
-            Node::File(_, conv, part) => {
+            Node::File(_, _, conv, part) => {
                 let conv = conv.upgrade().ok_or_else(gone)?;
                 if conv.owner != cx.user.uname {
                     return Err(Error::access());
@@ -296,7 +309,7 @@ impl Filesystem for NetFs {
                     },
                 }
             }
-            Node::Root | Node::Tcp | Node::Conv(..) => file.clone(),
+            Node::Root | Node::Proto(_) | Node::Conv(..) => file.clone(),
         };
         Ok(Opened {
             qid: file.node.qid(),
@@ -311,12 +324,9 @@ impl Filesystem for NetFs {
                 .pop_front()
                 .map(Bytes::from)
                 .unwrap_or_default()),
-            (Node::File(_, _, part), Some(Open::Conv(conv))) => {
+            (Node::File(_, _, _, part), Some(Open::Conv(conv))) => {
                 let text = match part {
-                    Part::Data => {
-                        conv.check_data()?;
-                        return Ok(conv.stream.read(count as usize).await);
-                    }
+                    Part::Data => return conv.read_data(count as usize).await,
                     Part::Ctl | Part::Listen => conv.n.to_string(),
                     Part::Local => conv.local(),
                     Part::Remote => conv.remote(),
@@ -342,10 +352,10 @@ impl Filesystem for NetFs {
                 *answers.lock() = found.into();
                 Ok(len)
             }
-            (Node::File(_, _, Part::Data), Some(Open::Conv(conv))) => {
-                conv::write_data(conv, data.clone()).await
+            (Node::File(_, _, _, Part::Data), Some(Open::Conv(conv))) => {
+                conv.write_data(&self.rules, data.clone()).await
             }
-            (Node::File(_, _, Part::Ctl), Some(Open::Conv(conv))) => {
+            (Node::File(_, _, _, Part::Ctl), Some(Open::Conv(conv))) => {
                 conv.ctl(&self.rules, text()?).await?;
                 Ok(len)
             }
@@ -356,16 +366,18 @@ impl Filesystem for NetFs {
 
     async fn read_dir(&self, cx: &Cx, dir: &NetFile) -> Result<Vec<DirEntry>> {
         let nodes: Vec<Node> = match &dir.node {
-            Node::Root => vec![Node::Cs, Node::Tcp],
-            Node::Tcp => std::iter::once(Node::Clone)
-                .chain(self.convs.live().into_iter().filter_map(|n| {
-                    let conv = self.convs.get(n)?;
-                    Some(Node::Conv(n, Arc::downgrade(&conv)))
+            Node::Root => std::iter::once(Node::Cs)
+                .chain(Proto::ALL.map(Node::Proto))
+                .collect(),
+            Node::Proto(p) => std::iter::once(Node::Clone(*p))
+                .chain(self.convs(*p).live().into_iter().filter_map(|n| {
+                    let conv = self.convs(*p).get(n)?;
+                    Some(Node::Conv(*p, n, Arc::downgrade(&conv)))
                 }))
                 .collect(),
-            Node::Conv(n, conv) => PARTS
+            Node::Conv(p, n, conv) => PARTS
                 .iter()
-                .map(|(part, _)| Node::File(*n, conv.clone(), *part))
+                .map(|(part, _)| Node::File(*p, *n, conv.clone(), *part))
                 .collect(),
             _ => return Err(Error::not_dir()),
         };
