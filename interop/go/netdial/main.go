@@ -2,9 +2,11 @@
 // 9P ('ninep serve net'), as Plan 9's dial(2) would, with
 // 9fans.net/go/plan9/client (9P2000): cs translates the dial string, the
 // clone file gives a conversation, connect makes the call, and the request
-// and the page go through its data file.
+// and the page go through its data file. Dialling udp!, it sends one
+// datagram to an echo server instead and reads the echo.
 //
 //	netdial -addr 127.0.0.1:5640 -dial tcp!localhost!8080 -want 'some text'
+//	netdial -addr 127.0.0.1:5640 -dial udp!localhost!7000
 //
 // It exits 0 after printing PASS, or 1 saying what went wrong.
 package main
@@ -65,8 +67,13 @@ func main() {
 	_, err = ctl.Write([]byte("connect " + target))
 	check(err, "connect "+target)
 
-	data, err := fs.Open("tcp/"+conv+"/data", plan9.ORDWR)
+	dir := strings.TrimSuffix(strings.TrimPrefix(clone, "/net/"), "clone") + conv
+	data, err := fs.Open(dir+"/data", plan9.ORDWR)
 	check(err, "open data")
+	if strings.HasPrefix(*dial, "udp!") {
+		echo(data, dir)
+		return
+	}
 	_, err = data.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
 	check(err, "write request")
 	page, err := io.ReadAll(data)
@@ -76,5 +83,21 @@ func main() {
 	}
 	data.Close()
 	ctl.Close()
-	fmt.Printf("PASS netdial: %d bytes through tcp/%s\n", len(page), conv)
+	fmt.Printf("PASS netdial: %d bytes through %s\n", len(page), dir)
+}
+
+// echo sends datagrams through data and checks each comes back whole.
+func echo(data *client.Fid, dir string) {
+	buf := make([]byte, 8192)
+	for _, msg := range []string{"a datagram from Plan 9 dial", "and a second"} {
+		_, err := data.Write([]byte(msg))
+		check(err, "write datagram")
+		n, err := data.Read(buf)
+		check(err, "read datagram")
+		if string(buf[:n]) != msg {
+			fail("echo of %q came back as %q", msg, buf[:n])
+		}
+	}
+	data.Close()
+	fmt.Printf("PASS netdial: two datagrams echoed through %s\n", dir)
 }
