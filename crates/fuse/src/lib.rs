@@ -124,7 +124,7 @@ impl Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            source: String::new(),
+            source: "ninep".into(),
             cache: Cache::default(),
             access: Access::default(),
             read_ahead: Options::READ_AHEAD,
