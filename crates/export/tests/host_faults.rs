@@ -46,19 +46,7 @@ impl Disk {
 
     async fn serve(&self) -> Fsys {
         let export = Export::new(&self.mnt, ExportOptions::default()).unwrap();
-        let addr = Addr::Unix(self.base.join("sock"));
-        let listener = addr.listen().await.unwrap();
-        tokio::spawn(async move {
-            Server::new(export)
-                .serve_listener(listener, std::future::pending())
-                .await
-        });
-        Client::connect(&addr.to_string())
-            .await
-            .unwrap()
-            .attach_as("root", 0, "")
-            .await
-            .unwrap()
+        serve_at(export, &self.base, "sock").await
     }
 }
 
