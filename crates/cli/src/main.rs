@@ -10,6 +10,7 @@ mod cp;
 mod decode;
 mod devices;
 mod dial;
+mod docs;
 mod http;
 mod mount;
 mod mux;
@@ -20,10 +21,18 @@ mod verbs;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// The version and the commit built from (build.rs).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("NINEP_COMMIT"), ")");
 
 #[derive(Parser)]
-#[command(name = "ninep", version, about = "9P servers, clients and tools")]
+#[command(
+    name = "ninep",
+    version = VERSION,
+    propagate_version = true,
+    about = "9P servers, clients and tools"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -68,6 +77,8 @@ enum Command {
     /// Join standard input and output to a connection, made directly or
     /// through a 9P server's /net (GW:/tcp!host!port).
     Dial(dial::Args),
+    /// Install manual pages and shell completions under a prefix.
+    InstallDocs(docs::Args),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +100,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Decode(args) => decode::run(args),
+        Command::InstallDocs(args) => docs::run(args, Cli::command()),
         command => runtime(&command).and_then(|rt| {
             rt.block_on(async move {
                 match command {
@@ -108,7 +120,9 @@ fn main() -> ExitCode {
                     Command::Trace(args) => trace::run(args).await,
                     Command::Bench(args) => bench::run(args).await,
                     Command::Dial(args) => dial::run(args).await,
-                    Command::Decode(_) => unreachable!("handled above"),
+                    Command::Decode(_) | Command::InstallDocs(_) => {
+                        unreachable!("handled above")
+                    }
                 }
             })
         }),

@@ -21,7 +21,8 @@ pub struct Args {
     /// Namespace file: the base name space every client starts from.
     file: Option<PathBuf>,
     /// Address to listen on: tcp!host!port, tls!host!port, unix!/path or
-    /// host:port.
+    /// host:port. Under systemd socket activation (LISTEN_FDS), the TCP
+    /// socket passed instead.
     #[arg(short, long, default_value = "tcp!127.0.0.1!564")]
     listen: String,
     /// User the mux attaches to its servers as.

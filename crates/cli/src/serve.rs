@@ -8,6 +8,8 @@ use ninep_export::users::UserDb;
 use ninep_export::{Export, Identity, Options};
 use ninep_ramfs::{RamFs, Taskbag};
 use ninep_server::{Filesystem, Limits, Server, StreamLimits};
+use ninep_transport::{Addr, Listener};
+use rustix::process::{PidfdFlags, PidfdGetfdFlags};
 
 use crate::auth::PolicyArgs;
 
@@ -32,7 +34,8 @@ pub struct Args {
     #[arg(long)]
     allow_special: bool,
     /// Address to listen on: tcp!host!port, tls!host!port, unix!/path or
-    /// host:port.
+    /// host:port. Under systemd socket activation (LISTEN_FDS), the TCP
+    /// socket passed instead.
     #[arg(short, long, default_value = "tcp!127.0.0.1!564")]
     listen: String,
     /// Serve one client on standard input and output instead of listening.
@@ -144,20 +147,23 @@ async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<Exit
     listen(&server, &args.listen, &args.auth, &args.tree).await
 }
 
-/// Serves `what` on `listen` (with the TLS `auth` says) until SIGINT or
-/// SIGTERM, after saying where on standard error (scripts read the port
-/// from that line).
+/// Serves `what` on `listen` (with the TLS `auth` says), or on the socket
+/// systemd passed, until SIGINT or SIGTERM, after saying where on standard
+/// error (scripts read the port from that line).
 pub async fn listen<F: Filesystem>(
     server: &Server<F>,
     listen: &str,
     auth: &PolicyArgs,
     what: &str,
 ) -> Result<ExitCode> {
-    let addr: ninep_transport::Addr = listen.parse().map_err(anyhow::Error::msg)?;
-    let listener = addr
-        .listen_with(auth.tls()?)
-        .await
-        .with_context(|| format!("listen on {addr}"))?;
+    let addr: Addr = listen.parse().map_err(anyhow::Error::msg)?;
+    let listener = match activated(&addr, auth)? {
+        Some(listener) => listener,
+        None => addr
+            .listen_with(auth.tls()?)
+            .await
+            .with_context(|| format!("listen on {addr}"))?,
+    };
     let bound = listener.local_addr().unwrap_or(addr);
     eprintln!("ninep: serving {what} on {bound}");
     server
@@ -165,3 +171,40 @@ pub async fn listen<F: Filesystem>(
         .await?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The listening TCP socket systemd passed this process (socket activation:
+/// LISTEN_PID is ours, LISTEN_FDS is 1, the socket is descriptor 3), if
+/// any. A `tls!` `listen` address takes its connections with TLS.
+fn activated(listen: &Addr, auth: &PolicyArgs) -> Result<Option<Listener>> {
+    let pid = rustix::process::getpid().as_raw_nonzero().get().to_string();
+    if std::env::var("LISTEN_PID").ok() != Some(pid) {
+        return Ok(None);
+    }
+    let count = std::env::var("LISTEN_FDS").unwrap_or_default();
+    if count != "1" {
+        bail!("LISTEN_FDS={count:?}: want exactly one socket");
+    }
+    // Owning a descriptor by its number takes unsafe code; a copy of it
+    // fetched through a pidfd of our own process does not.
+    let me = rustix::process::pidfd_open(rustix::process::getpid(), PidfdFlags::empty())
+        .context("pidfd_open")?;
+    let fd = rustix::process::pidfd_getfd(&me, SD_LISTEN_FDS_START, PidfdGetfdFlags::empty())
+        .context("the socket systemd passed (descriptor 3)")?;
+    let socket = std::net::TcpListener::from(fd);
+    // A Unix socket's address is no TCP one.
+    socket
+        .local_addr()
+        .context("the socket systemd passed is not a TCP socket (ListenStream=PORT)")?;
+    socket.set_nonblocking(true)?;
+    let socket = tokio::net::TcpListener::from_std(socket)?;
+    Ok(Some(match listen {
+        Addr::Tls { .. } => Listener::Tls(
+            socket,
+            auth.tls()?.context("tls! needs --tls-cert and --tls-key")?,
+        ),
+        _ => Listener::Tcp(socket),
+    }))
+}
+
+/// The first descriptor systemd passes (sd_listen_fds(3)).
+const SD_LISTEN_FDS_START: rustix::fd::RawFd = 3;
