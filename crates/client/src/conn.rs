@@ -442,6 +442,13 @@ impl Inner {
             if state.closed {
                 return;
             }
+            if state.recovering {
+                // Gone with the connection; if the recovery makes it again
+                // meanwhile, it is clunked then.
+                drop(state);
+                self.free_fid(fid);
+                return;
+            }
             let Some(tag) = Self::alloc_tag(&mut state) else {
                 return;
             };
@@ -532,10 +539,15 @@ impl Inner {
             }
             state.free_tags.push(tag);
         }
+        let waiting = state.pending.len();
+        drop(fids);
+        drop(state);
+        if waiting == 0 {
+            self.idle.notify_waiters();
+        }
         tracing::warn!(
-            "connection to {} lost; dialling again ({} requests wait to be sent again)",
+            "connection to {} lost; dialling again ({waiting} requests wait to be sent again)",
             redial.addr,
-            state.pending.len()
         );
         tokio::spawn(recover(Arc::downgrade(self)));
     }
@@ -603,14 +615,6 @@ impl Inner {
                 continue;
             };
             let (waiter, msg): (Waiter, Msg) = match waiter {
-                Waiter::Clunk(fid) if made.contains(&fid.0) => {
-                    (Waiter::Clunk(fid), Tclunk { fid }.into())
-                }
-                Waiter::Clunk(fid) => {
-                    self.free_fid(fid);
-                    state.free_tags.push(tag);
-                    continue;
-                }
                 Waiter::Reply {
                     tx,
                     msg: Msg::Tclunk(t),
@@ -653,6 +657,12 @@ impl Inner {
                 }
             }
         }
+        // Made again, but clunked while that was under way.
+        let unwanted: Vec<u32> = made
+            .iter()
+            .copied()
+            .filter(|&fid| !fids.knows(fid))
+            .collect();
         drop(fids);
         tracing::info!("connection recovered; {} requests sent again", frames.len());
         let writer = self.writer.lock();
@@ -660,8 +670,15 @@ impl Inner {
             writer.queue(frame);
         }
         drop(writer);
+        let idle = state.pending.is_empty();
         drop(state);
+        if idle {
+            self.idle.notify_waiters();
+        }
         self.recovered.notify_waiters();
+        for fid in unwanted {
+            self.clunk_detached(Fid(fid));
+        }
     }
 }
 

@@ -353,6 +353,11 @@ impl Fids {
         groups.into_iter().collect()
     }
 
+    /// Whether `fid` is one the client made and has not clunked.
+    pub(crate) fn knows(&self, fid: u32) -> bool {
+        self.known.contains_key(&fid)
+    }
+
     /// The connection is gone, and with it the fids that live on it alone.
     pub(crate) fn connection_lost(&mut self) {
         for known in self.known.values_mut() {

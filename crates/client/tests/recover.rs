@@ -289,3 +289,18 @@ async fn requests_fail_once_the_deadline_passes() {
     assert!(err.is_closed(), "{err}");
     assert!(fsys.client().is_closed());
 }
+
+#[tokio::test]
+async fn a_client_with_nothing_to_send_again_is_idle_while_it_recovers() {
+    let server = Cuttable::start(Server::new(RamFs::new())).await;
+    let fsys = attach(&server.addr, Dialect::L, recovery()).await;
+    let fid = fsys.walk("/").await.unwrap();
+    server.down();
+    drop(fid);
+    let client = fsys.client().clone();
+    tokio::time::timeout(Duration::from_secs(1), client.idle())
+        .await
+        .expect("idle while recovering");
+    server.up();
+    fsys.stat("/").await.unwrap();
+}
