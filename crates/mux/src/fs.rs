@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::join_all;
-use ninep_client::{Dialer, Options};
+use ninep_client::{Dialer, Options, Recovery};
 use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, Time, User};
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rstatfs, convert};
@@ -35,6 +35,10 @@ pub struct Config {
     pub client: Options,
     /// How to reach servers: TLS for their `tls!` addresses, say.
     pub dialer: Dialer,
+    /// Whether and how a lost connection to a server dialled directly is
+    /// recovered, its clients keeping their fids and open files
+    /// (docs/resume.md); `None` fails their requests at once.
+    pub recovery: Option<Recovery>,
 }
 
 impl Default for Config {
@@ -46,6 +50,7 @@ impl Default for Config {
             read_ahead: 16 << 20,
             client: Options::default(),
             dialer: Dialer::default(),
+            recovery: None,
         }
     }
 }
@@ -71,6 +76,7 @@ impl Mux {
             config.read_ahead,
             config.client,
             config.dialer,
+            config.recovery,
         );
         let shared = Arc::new(Shared::new(upstreams, config.uname, config.n_uname));
         Mux {
