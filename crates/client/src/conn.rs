@@ -429,6 +429,11 @@ impl Inner {
         }
     }
 
+    /// See [`crate::File::vouch_writes_repeatable`].
+    pub(crate) fn vouch(&self, fid: Fid) {
+        self.fids.lock().vouch(fid);
+    }
+
     /// Sends Tclunk for `fid` without waiting; the fid number is reused once
     /// the server has answered. Safe to call from `Drop`.
     pub(crate) fn clunk_detached(&self, fid: Fid) {
@@ -609,6 +614,8 @@ impl Inner {
         state.recovering = false;
         let fids = self.fids.lock();
         let mut frames = Vec::new();
+        // Fids made again whose Tclunk or Tremove is among those sent.
+        let mut ending = Vec::new();
         let tags: Vec<u16> = state.pending.keys().copied().collect();
         for tag in tags {
             let Some(waiter) = state.pending.remove(&tag) else {
@@ -644,6 +651,9 @@ impl Inner {
                     continue;
                 }
             };
+            if let Msg::Tclunk(Tclunk { fid }) | Msg::Tremove(Tremove { fid }) = &msg {
+                ending.push(fid.0);
+            }
             match self.encode(&Fcall { tag, msg }) {
                 Ok(frame) => {
                     state.pending.insert(tag, waiter);
@@ -661,7 +671,7 @@ impl Inner {
         let unwanted: Vec<u32> = made
             .iter()
             .copied()
-            .filter(|&fid| !fids.knows(fid))
+            .filter(|&fid| !fids.knows(fid) && !ending.contains(&fid))
             .collect();
         drop(fids);
         tracing::info!("connection recovered; {} requests sent again", frames.len());

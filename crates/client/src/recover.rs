@@ -95,6 +95,9 @@ pub(crate) struct Origin {
     path: Vec<Name>,
     qid: Qid,
     opened: Option<Opened>,
+    /// The client vouched that its writes at offsets of this file may be
+    /// repeated, though the server gives the file no qid.version.
+    vouched: bool,
 }
 
 impl Origin {
@@ -106,6 +109,7 @@ impl Origin {
             path,
             qid,
             opened: None,
+            vouched: false,
         }
     }
 
@@ -122,7 +126,7 @@ impl Origin {
             || self.qid.ty.contains(QidType::APPEND);
         if appends {
             Some("a write in append mode")
-        } else if self.qid.ty != QidType::FILE || self.qid.version == 0 {
+        } else if self.qid.ty != QidType::FILE || (self.qid.version == 0 && !self.vouched) {
             Some("a write to a file that is not a plain versioned file")
         } else {
             None
@@ -224,6 +228,7 @@ impl Fids {
                         path: Vec::new(),
                         qid: r.qid,
                         opened: None,
+                        vouched: false,
                     })
                 };
                 self.known.insert(t.fid.0, known);
@@ -256,6 +261,7 @@ impl Fids {
                 {
                     *file = Origin {
                         opened: file.opened,
+                        vouched: file.vouched,
                         ..dir.below(std::slice::from_ref(&t.name), file.qid)
                     };
                 }
@@ -351,6 +357,14 @@ impl Fids {
             }
         }
         groups.into_iter().collect()
+    }
+
+    /// Takes the caller's word that writes at offsets of `fid`'s file may be
+    /// repeated (see [`crate::File::vouch_writes_repeatable`]).
+    pub(crate) fn vouch(&mut self, fid: Fid) {
+        if let Some(Known::Made(origin)) = self.known.get_mut(&fid.0) {
+            origin.vouched = true;
+        }
     }
 
     /// Whether `fid` is one the client made and has not clunked.
