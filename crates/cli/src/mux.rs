@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use ninep_mux::{Config, Mux, nsfile};
 use ninep_server::Server;
 
+use crate::args::RecoverArgs;
 use crate::auth::{PolicyArgs, UpstreamArgs};
 use crate::serve::LimitArgs;
 
@@ -38,6 +39,8 @@ pub struct Args {
     #[command(flatten)]
     upstream: UpstreamArgs,
     #[command(flatten)]
+    recover: RecoverArgs,
+    #[command(flatten)]
     limits: LimitArgs,
 }
 
@@ -50,6 +53,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         window: args.window,
         read_ahead: args.read_ahead,
         dialer: args.upstream.dialer()?,
+        recovery: args.recover.recovery(),
         ..Config::default()
     };
     let mux = build(args.file.as_deref(), config).await?;
