@@ -106,15 +106,22 @@ async fn open_remote(args: &Args, addr: &str, path: &str, write: bool) -> Result
     let fsys = conn
         .attach_recovering(addr, conn.n_uname(), args.recover.recovery())
         .await?;
-    let file = if write {
-        match fsys.open(path, O_WRONLY | O_TRUNC).await {
-            Err(e) if e.errno() == Errno::ENOENT => fsys.create(path, 0o644, O_WRONLY).await,
-            other => other,
+    let file = loop {
+        let file = if write {
+            match fsys.open(path, O_WRONLY | O_TRUNC).await {
+                Err(e) if e.errno() == Errno::ENOENT => fsys.create(path, 0o644, O_WRONLY).await,
+                other => other,
+            }
+        } else {
+            fsys.open(path, O_RDONLY).await
+        };
+        match file {
+            // A truncation or create cut off with the connection is made
+            // again: nothing was copied yet, so once more means the same.
+            Err(e) if e.is_interrupted() => fsys.client().ready().await?,
+            file => break file.with_context(|| format!("{addr}:{path}"))?,
         }
-    } else {
-        fsys.open(path, O_RDONLY).await
     };
-    let file = file.with_context(|| format!("{addr}:{path}"))?;
     if write {
         // The copy alone writes it, each byte at its own offset.
         file.vouch_writes_repeatable();
