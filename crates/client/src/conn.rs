@@ -179,11 +179,18 @@ impl Inner {
     /// next.
     pub(crate) fn send(&self, fcall: &Fcall) -> Result<(), Error> {
         let frame = self.encode(fcall)?;
-        let state = self.lock();
+        let mut state = self.lock();
         if state.closed {
             return Err(Error::Closed);
         }
         if state.recovering {
+            // A stream cannot wait: what it sends next would be lost.
+            if matches!(state.pending.get(&fcall.tag), Some(Waiter::Stream { .. }))
+                && let Some(Waiter::Stream { inbox, .. }) = state.pending.remove(&fcall.tag)
+            {
+                state.free_tags.push(fcall.tag);
+                inbox.end_with(interrupted_stream());
+            }
             return Ok(());
         }
         let alone = Self::alone(&state);
@@ -258,9 +265,6 @@ impl Inner {
         inbox: Arc<Inbox>,
     ) -> Result<StreamTag, Error> {
         self.fids.lock().sending(&msg)?;
-        if self.lock().recovering {
-            return Err(interrupted_stream());
-        }
         let (tag, request) = self.register(|request| Waiter::Stream { request, inbox })?;
         if let Err(e) = self.send(&Fcall { tag, msg }) {
             self.release(tag);

@@ -224,11 +224,7 @@ impl<'f> RangeRead<'f> {
                         // from the last byte handed out, once it is back.
                         self.file.fid().client().ready().await?;
                         let len = self.end.map(|end| end - self.deliver);
-                        match StreamRead::start(self.file, self.deliver, len, self.max_window) {
-                            Ok(again) => *stream = again,
-                            Err(e) if e.is_interrupted() => {}
-                            Err(e) => return Err(e),
-                        }
+                        *stream = StreamRead::start(self.file, self.deliver, len, self.max_window)?;
                     }
                     piece => {
                         let piece = piece?;
