@@ -1,7 +1,10 @@
 //! Flags shared by the subcommands that talk to a server.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result};
-use ninep_client::{Fsys, Options};
+use ninep_client::{Client, Fsys, Options, Recovery};
+use ninep_devices::dial::{Route, route};
 
 use crate::auth::ClientArgs;
 use ninep_wire::{Dialect, NONUNAME};
@@ -47,23 +50,33 @@ impl ServerArgs {
         self.attach_to(&self.addr, self.n_uname()).await
     }
 
-    /// Connects and attaches with the numeric user id `n_uname`.
-    pub async fn attach_as(&self, n_uname: u32) -> Result<Fsys> {
-        self.attach_to(&self.addr, n_uname).await
-    }
-
     /// Connects to `addr` rather than the address given, and attaches with
     /// the numeric user id `n_uname`.
     pub async fn attach_to(&self, addr: &str, n_uname: u32) -> Result<Fsys> {
+        self.attach_recovering(addr, n_uname, None).await
+    }
+
+    /// As [`ServerArgs::attach_to`], recovering a lost connection as
+    /// `recovery` says, where `addr` is dialled directly.
+    pub async fn attach_recovering(
+        &self,
+        addr: &str,
+        n_uname: u32,
+        recovery: Option<Recovery>,
+    ) -> Result<Fsys> {
         let options = Options {
             dialect: self.dialect,
             msize: self.msize,
         };
-        // Through a gateway's /net if the address says so.
         let dialer = self.client.dialer()?;
-        let client = ninep_devices::dial::connect(addr, &dialer, options, &self.uname)
-            .await
-            .with_context(|| addr.to_owned())?;
+        let client = match (route(addr), recovery) {
+            (Route::Direct(addr), Some(recovery)) => {
+                Client::dial_recovering(addr, &dialer, options, recovery).await
+            }
+            // Through a gateway's /net if the address says so.
+            _ => ninep_devices::dial::connect(addr, &dialer, options, &self.uname).await,
+        };
+        let client = client.with_context(|| addr.to_owned())?;
         let fsys = match self.client.prover() {
             None => client.attach_as(&self.uname, n_uname, &self.aname).await?,
             Some(prover) => {
@@ -73,6 +86,26 @@ impl ServerArgs {
             }
         };
         Ok(fsys)
+    }
+}
+
+/// How long to keep dialling a server again once its connection is lost.
+#[derive(clap::Args)]
+pub struct RecoverArgs {
+    /// Seconds to keep dialling again after the connection to the server is
+    /// lost, making open files and requests in flight carry on (0: fail
+    /// at once).
+    #[arg(long = "recover", value_name = "SECONDS", default_value_t = 60.0)]
+    pub seconds: f64,
+}
+
+impl RecoverArgs {
+    /// The recovery asked for, if any.
+    pub fn recovery(&self) -> Option<Recovery> {
+        (self.seconds > 0.0).then(|| Recovery {
+            deadline: Duration::from_secs_f64(self.seconds),
+            ..Recovery::default()
+        })
     }
 }
 

@@ -20,12 +20,14 @@ use ninep_wire::Errno;
 use ninep_wire::consts::dotl::{O_RDONLY, O_TRUNC, O_WRONLY};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::args::{Place, ServerArgs, place};
+use crate::args::{Place, RecoverArgs, ServerArgs, place};
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     conn: ServerArgs,
+    #[command(flatten)]
+    recover: RecoverArgs,
     /// How the 9P side moves data.
     #[arg(long, value_enum, default_value_t = HowArg::Auto)]
     mode: HowArg,
@@ -99,22 +101,31 @@ impl Sink<'_> {
 
 /// The 9P file an argument names, opened for reading or writing (created
 /// or truncated).
-async fn open_remote(
-    conn: &ServerArgs,
-    addr: &str,
-    path: &str,
-    write: bool,
-) -> Result<(Fsys, File)> {
-    let fsys = conn.attach_to(addr, conn.n_uname()).await?;
-    let file = if write {
-        match fsys.open(path, O_WRONLY | O_TRUNC).await {
-            Err(e) if e.errno() == Errno::ENOENT => fsys.create(path, 0o644, O_WRONLY).await,
-            other => other,
+async fn open_remote(args: &Args, addr: &str, path: &str, write: bool) -> Result<(Fsys, File)> {
+    let conn = &args.conn;
+    let fsys = conn
+        .attach_recovering(addr, conn.n_uname(), args.recover.recovery())
+        .await?;
+    let file = loop {
+        let file = if write {
+            match fsys.open(path, O_WRONLY | O_TRUNC).await {
+                Err(e) if e.errno() == Errno::ENOENT => fsys.create(path, 0o644, O_WRONLY).await,
+                other => other,
+            }
+        } else {
+            fsys.open(path, O_RDONLY).await
+        };
+        match file {
+            // A truncation or create cut off with the connection is made
+            // again: nothing was copied yet, so once more means the same.
+            Err(e) if e.is_interrupted() => fsys.client().ready().await?,
+            file => break file.with_context(|| format!("{addr}:{path}"))?,
         }
-    } else {
-        fsys.open(path, O_RDONLY).await
     };
-    let file = file.with_context(|| format!("{addr}:{path}"))?;
+    if write {
+        // The copy alone writes it, each byte at its own offset.
+        file.vouch_writes_repeatable();
+    }
     Ok((fsys, file))
 }
 
@@ -134,11 +145,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     }
 
     let remote_src = match &src {
-        Place::Remote { addr, path } => Some(open_remote(&args.conn, addr, path, false).await?),
+        Place::Remote { addr, path } => Some(open_remote(&args, addr, path, false).await?),
         Place::Local(_) => None,
     };
     let remote_dst = match &dst {
-        Place::Remote { addr, path } => Some(open_remote(&args.conn, addr, path, true).await?),
+        Place::Remote { addr, path } => Some(open_remote(&args, addr, path, true).await?),
         Place::Local(_) => None,
     };
 

@@ -10,12 +10,14 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use ninep_fuse::{Access, Cache};
 
-use crate::args::ServerArgs;
+use crate::args::{RecoverArgs, ServerArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
+    #[command(flatten)]
+    recover: RecoverArgs,
     /// What the kernel may cache: none, strict (file pages while the file's
     /// qid.version is unchanged) or loose (also attributes and entries for
     /// 20 seconds, and writes until writeback, fsync or close).
@@ -81,11 +83,20 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             .server
             .n_uname
             .unwrap_or_else(|| rustix::process::getuid().as_raw());
-        let fsys = args.server.attach_as(uid).await?;
+        let fsys = args
+            .server
+            .attach_recovering(&args.server.addr, uid, args.recover.recovery())
+            .await?;
         let aname = args.server.aname.clone();
         (fsys, Access::User { aname, uid })
     } else {
-        (args.server.attach().await?, Access::Single)
+        let n_uname = args.server.n_uname();
+        let recovery = args.recover.recovery();
+        let fsys = args
+            .server
+            .attach_recovering(&args.server.addr, n_uname, recovery)
+            .await?;
+        (fsys, Access::Single)
     };
     let options = ninep_fuse::Options {
         source: format!("ninep:{}", args.server.addr),

@@ -13,6 +13,7 @@ use ninep_server::Server;
 use ninep_server::auth::Users;
 use ninep_wire::NONUNAME;
 
+use crate::args::RecoverArgs;
 use crate::auth::{PolicyArgs, UpstreamArgs};
 use crate::serve::LimitArgs;
 
@@ -49,6 +50,8 @@ pub struct Args {
     #[command(flatten)]
     upstream: UpstreamArgs,
     #[command(flatten)]
+    recover: RecoverArgs,
+    #[command(flatten)]
     limits: LimitArgs,
 }
 
@@ -68,6 +71,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             .upstream
             .prover()
             .map(|p| Arc::new(p) as Arc<dyn ninep_client::Prover>),
+        recovery: args.recover.recovery(),
         ..Config::default()
     };
     let mux = build(args.file.as_deref(), config).await?;

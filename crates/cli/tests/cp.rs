@@ -79,12 +79,19 @@ async fn copies_in_every_mode_and_direction() {
     let back = local.with_extension("back");
     let back_s = back.to_str().unwrap();
 
-    let line = cp(&[local_s, &format!("{}:/big", streams.addr)]).await;
+    // A copy that would not recover a lost connection streams its writes;
+    // one that would pipelines them, since a write stream cut off leaves
+    // unknown what reached the file.
+    let to_big = format!("{}:/big", streams.addr);
+    let line = cp(&["--recover", "0", local_s, &to_big]).await;
     assert!(
         line.starts_with(&format!("cp: {} bytes in", data.len())),
         "{line}"
     );
     assert!(line.contains("write streamed"), "{line}");
+    same(&streams.dir.join("big"), &data);
+    let line = cp(&[local_s, &to_big]).await;
+    assert!(line.contains("write pipelined"), "{line}");
     same(&streams.dir.join("big"), &data);
 
     for (mode, via_streams, via_plain) in [

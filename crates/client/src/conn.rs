@@ -2,8 +2,9 @@
 //! route replies back to whoever is waiting.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -15,6 +16,7 @@ use tokio_util::codec::FramedRead;
 
 use crate::error::Error;
 use crate::fsys::Fsys;
+use crate::recover::{Fids, Fresh, Recovery};
 use crate::reply::{FlushOnDrop, Reply, StreamTag};
 use crate::stream::{Inbox, ends_stream};
 use crate::version::negotiate;
@@ -38,6 +40,14 @@ impl Default for Options {
     }
 }
 
+/// What a client dials again when its connection is lost.
+struct Redial {
+    addr: Addr,
+    dialer: Dialer,
+    options: Options,
+    recovery: Recovery,
+}
+
 /// A connection to a 9P server. Cheap to clone; all clones share it.
 #[derive(Clone)]
 pub struct Client {
@@ -55,7 +65,13 @@ impl std::fmt::Debug for Client {
 
 pub(crate) struct Inner {
     state: Mutex<State>,
-    writer: Writer,
+    /// The current connection's writer; a recovered connection's replaces it.
+    writer: Mutex<Writer>,
+    /// How each fid was made, to make it again on a new connection.
+    fids: Mutex<Fids>,
+    redial: Option<Redial>,
+    /// Woken when a recovery ends, either way.
+    recovered: tokio::sync::Notify,
     pub(crate) dialect: Mutex<Dialect>,
     /// The stream extension was agreed.
     pub(crate) streams: AtomicBool,
@@ -74,13 +90,18 @@ struct State {
     /// Numbers requests, so a tag reused by a later one is told apart.
     next_request: u64,
     closed: bool,
+    /// The connection was lost and is being made again: requests wait
+    /// unsent in `pending`.
+    recovering: bool,
 }
 
 enum Waiter {
-    /// Request number `request`, whose caller waits for the reply.
+    /// Request number `request`, whose caller waits for the reply; `msg`
+    /// is kept to be sent again on a recovered connection.
     Reply {
         request: u64,
         tx: oneshot::Sender<Result<Msg, Error>>,
+        msg: Msg,
     },
     /// A request given up on, whose Tflush is in flight.
     Flushing,
@@ -153,11 +174,24 @@ impl Inner {
         })
     }
 
+    /// Sends a request whose waiter is registered on its tag; while the
+    /// connection is being recovered, it waits there to be sent on the
+    /// next.
     pub(crate) fn send(&self, fcall: &Fcall) -> Result<(), Error> {
         let frame = self.encode(fcall)?;
-        let state = self.lock();
+        let mut state = self.lock();
         if state.closed {
             return Err(Error::Closed);
+        }
+        if state.recovering {
+            // A stream cannot wait: what it sends next would be lost.
+            if matches!(state.pending.get(&fcall.tag), Some(Waiter::Stream { .. }))
+                && let Some(Waiter::Stream { inbox, .. }) = state.pending.remove(&fcall.tag)
+            {
+                state.free_tags.push(fcall.tag);
+                inbox.end_with(interrupted_stream());
+            }
+            return Ok(());
         }
         let alone = Self::alone(&state);
         drop(state);
@@ -172,10 +206,11 @@ impl Inner {
     }
 
     fn post(&self, frame: Frame, alone: bool) {
+        let writer = self.writer.lock();
         if alone {
-            self.writer.send(frame);
+            writer.send(frame);
         } else {
-            self.writer.queue(frame);
+            writer.queue(frame);
         }
     }
 
@@ -186,6 +221,9 @@ impl Inner {
         let state = self.lock();
         if state.closed {
             return Err(Error::Closed);
+        }
+        if state.recovering {
+            return Err(interrupted_stream());
         }
         if matches!(state.pending.get(&tag), Some(Waiter::Stream { request: r, .. }) if *r == request)
         {
@@ -226,6 +264,7 @@ impl Inner {
         msg: Msg,
         inbox: Arc<Inbox>,
     ) -> Result<StreamTag, Error> {
+        self.fids.lock().sending(&msg)?;
         let (tag, request) = self.register(|request| Waiter::Stream { request, inbox })?;
         if let Err(e) = self.send(&Fcall { tag, msg }) {
             self.release(tag);
@@ -274,8 +313,14 @@ impl Inner {
         msg: Msg,
         accept: fn(Msg) -> Result<T, Error>,
     ) -> Result<Reply<T>, Error> {
+        self.fids.lock().sending(&msg)?;
         let (tx, rx) = oneshot::channel();
-        let (tag, request) = self.register(|request| Waiter::Reply { request, tx })?;
+        let kept = msg.clone();
+        let (tag, request) = self.register(|request| Waiter::Reply {
+            request,
+            tx,
+            msg: kept,
+        })?;
         if let Err(e) = self.send(&Fcall { tag, msg }) {
             self.release(tag);
             return Err(e);
@@ -312,6 +357,12 @@ impl Inner {
         if state.closed || !waiting {
             return;
         }
+        if state.recovering {
+            // Unsent yet: forgetting it is enough.
+            state.pending.remove(&tag);
+            state.free_tags.push(tag);
+            return;
+        }
         let Some(flush_tag) = Self::alloc_tag(&mut state) else {
             // No tag to flush with: the request runs its course and its reply
             // is dropped when it comes.
@@ -343,8 +394,9 @@ impl Inner {
                 }
                 piece_to = Some((inbox, request));
             }
-            Waiter::Reply { tx, .. } => {
+            Waiter::Reply { tx, msg, .. } => {
                 state.free_tags.push(tag);
+                self.fids.lock().answered(&msg, &fcall.msg);
                 reply_to = Some(tx);
             }
             // The reply beat the Rflush: the tag stays taken until the Rflush.
@@ -381,12 +433,29 @@ impl Inner {
         }
     }
 
+    /// See [`crate::File::vouch_writes_repeatable`].
+    pub(crate) fn vouch(&self, fid: Fid) {
+        self.fids.lock().vouch(fid);
+    }
+
     /// Sends Tclunk for `fid` without waiting; the fid number is reused once
     /// the server has answered. Safe to call from `Drop`.
     pub(crate) fn clunk_detached(&self, fid: Fid) {
+        if self.fids.lock().sending(&Tclunk { fid }.into()).is_err() {
+            // A lost fid: the server has no such fid.
+            self.free_fid(fid);
+            return;
+        }
         let tag = {
             let mut state = self.lock();
             if state.closed {
+                return;
+            }
+            if state.recovering {
+                // Gone with the connection; if the recovery makes it again
+                // meanwhile, it is clunked then.
+                drop(state);
+                self.free_fid(fid);
                 return;
             }
             let Some(tag) = Self::alloc_tag(&mut state) else {
@@ -417,6 +486,7 @@ impl Inner {
     fn close(&self) {
         let mut state = self.lock();
         state.closed = true;
+        state.recovering = false;
         for (_, waiter) in state.pending.drain() {
             match waiter {
                 Waiter::Reply { tx, .. } => {
@@ -428,6 +498,275 @@ impl Inner {
         }
         drop(state);
         self.idle.notify_waiters();
+        self.recovered.notify_waiters();
+    }
+
+    /// The connection is gone: without a way to dial again, every request
+    /// fails; with one, requests that may be sent again wait for the next
+    /// connection, the others fail now, and the recovery starts.
+    fn lost(self: &Arc<Self>) {
+        let Some(redial) = &self.redial else {
+            self.close();
+            return;
+        };
+        let mut state = self.lock();
+        if state.closed || state.recovering {
+            return;
+        }
+        state.recovering = true;
+        let mut fids = self.fids.lock();
+        fids.connection_lost();
+        let tags: Vec<u16> = state.pending.keys().copied().collect();
+        for tag in tags {
+            let Some(waiter) = state.pending.remove(&tag) else {
+                continue;
+            };
+            match waiter {
+                // The fid went with the connection.
+                Waiter::Reply {
+                    tx,
+                    msg: Msg::Tclunk(_),
+                    ..
+                } => {
+                    let _ = tx.send(Ok(Rclunk {}.into()));
+                }
+                Waiter::Reply { request, tx, msg } => match fids.unrepeatable(&msg) {
+                    None => {
+                        state
+                            .pending
+                            .insert(tag, Waiter::Reply { request, tx, msg });
+                        continue;
+                    }
+                    Some(why) => {
+                        tracing::warn!("{why}");
+                        let _ = tx.send(Err(Error::Interrupted(why)));
+                    }
+                },
+                Waiter::Stream { inbox, .. } => inbox.end_with(interrupted_stream()),
+                Waiter::Clunk(fid) => self.free_fid(fid),
+                Waiter::Flushing | Waiter::Flush { .. } => {}
+            }
+            state.free_tags.push(tag);
+        }
+        let waiting = state.pending.len();
+        drop(fids);
+        drop(state);
+        if waiting == 0 {
+            self.idle.notify_waiters();
+        }
+        tracing::warn!(
+            "connection to {} lost; dialling again ({waiting} requests wait to be sent again)",
+            redial.addr,
+        );
+        tokio::spawn(recover(Arc::downgrade(self)));
+    }
+
+    /// One attempt to dial again: a new connection in the same dialect,
+    /// the fids made again on it, and the waiting requests sent on it.
+    async fn reconnect(self: &Arc<Self>) -> Result<(), Error> {
+        let redial = self
+            .redial
+            .as_ref()
+            .expect("only a client that dials recovers");
+        let stream = redial.dialer.dial(&redial.addr).await?;
+        let (reader, writer) = tokio::io::split(stream);
+        let (writer, _) = Writer::spawn(writer, usize::MAX);
+        let options = Options {
+            dialect: Some(self.dialect()),
+            ..redial.options.clone()
+        };
+        let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
+        let (protocol, msize) = negotiate(&writer, &mut frames, &options).await?;
+        if msize < self.msize() {
+            let what = format!("msize {msize} now, {} before", self.msize());
+            return Err(Error::protocol(what));
+        }
+        frames.decoder_mut().set_msize(msize);
+        let mut fresh = Fresh {
+            writer,
+            frames,
+            protocol,
+        };
+        let groups = self.fids.lock().to_remake();
+        let spare = self.alloc_fid();
+        let remade = fresh.remake(groups, spare).await;
+        self.free_fid(spare);
+        let (made, lost) = remade?;
+        let mut fids = self.fids.lock();
+        for (fid, why) in lost {
+            tracing::warn!("fid {fid} not made again: {why}");
+            fids.lose(fid, why);
+        }
+        drop(fids);
+        let Fresh {
+            writer,
+            frames,
+            protocol,
+        } = fresh;
+        self.resume(writer, protocol, &made);
+        spawn_reader(Arc::downgrade(self), frames, protocol);
+        Ok(())
+    }
+
+    /// Takes the new connection into use: the requests waiting are sent on
+    /// it, but those on fids that were not made again, which fail, and the
+    /// clunks of such fids, which are done.
+    fn resume(&self, writer: Writer, protocol: Protocol, made: &[u32]) {
+        let mut state = self.lock();
+        *self.writer.lock() = writer;
+        self.streams.store(protocol.streams, Ordering::Relaxed);
+        state.recovering = false;
+        let fids = self.fids.lock();
+        let mut frames = Vec::new();
+        // Fids made again whose Tclunk or Tremove is among those sent.
+        let mut ending = Vec::new();
+        let tags: Vec<u16> = state.pending.keys().copied().collect();
+        for tag in tags {
+            let Some(waiter) = state.pending.remove(&tag) else {
+                continue;
+            };
+            let (waiter, msg): (Waiter, Msg) = match waiter {
+                Waiter::Reply {
+                    tx,
+                    msg: Msg::Tclunk(t),
+                    ..
+                } if !made.contains(&t.fid.0) => {
+                    let _ = tx.send(Ok(Rclunk {}.into()));
+                    state.free_tags.push(tag);
+                    continue;
+                }
+                Waiter::Reply { request, tx, msg } => match fids.lost(&msg) {
+                    Some(why) => {
+                        let _ = tx.send(Err(Error::Lost(why)));
+                        state.free_tags.push(tag);
+                        continue;
+                    }
+                    None => (
+                        Waiter::Reply {
+                            request,
+                            tx,
+                            msg: msg.clone(),
+                        },
+                        msg,
+                    ),
+                },
+                other => {
+                    state.pending.insert(tag, other);
+                    continue;
+                }
+            };
+            if let Msg::Tclunk(Tclunk { fid }) | Msg::Tremove(Tremove { fid }) = &msg {
+                ending.push(fid.0);
+            }
+            match self.encode(&Fcall { tag, msg }) {
+                Ok(frame) => {
+                    state.pending.insert(tag, waiter);
+                    frames.push(frame);
+                }
+                Err(e) => {
+                    if let Waiter::Reply { tx, .. } = waiter {
+                        let _ = tx.send(Err(e));
+                    }
+                    state.free_tags.push(tag);
+                }
+            }
+        }
+        // Made again, but clunked while that was under way.
+        let unwanted: Vec<u32> = made
+            .iter()
+            .copied()
+            .filter(|&fid| !fids.knows(fid) && !ending.contains(&fid))
+            .collect();
+        drop(fids);
+        tracing::info!("connection recovered; {} requests sent again", frames.len());
+        let writer = self.writer.lock();
+        for frame in frames {
+            writer.queue(frame);
+        }
+        drop(writer);
+        let idle = state.pending.is_empty();
+        drop(state);
+        if idle {
+            self.idle.notify_waiters();
+        }
+        self.recovered.notify_waiters();
+        for fid in unwanted {
+            self.clunk_detached(Fid(fid));
+        }
+    }
+}
+
+/// The error of a stream cut off by a lost connection that is being
+/// recovered: its transfer may start again from where it got to.
+fn interrupted_stream() -> Error {
+    Error::Interrupted("a stream was cut off with the connection".into())
+}
+
+/// Reads replies and routes them until the connection is lost.
+fn spawn_reader<R>(weak: Weak<Inner>, mut frames: FramedRead<R, FrameCodec>, protocol: Protocol)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        while let Some(frame) = frames.next().await {
+            let Some(inner) = weak.upgrade() else { return };
+            match frame.map(|f| Fcall::decode(f, protocol)) {
+                Ok(Ok(fcall)) => inner.dispatch(fcall),
+                Ok(Err(e)) => {
+                    tracing::warn!("undecodable reply: {e}");
+                    inner.close();
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!("connection lost: {e}");
+                    break;
+                }
+            }
+        }
+        if let Some(inner) = weak.upgrade() {
+            inner.lost();
+        }
+    });
+}
+
+/// Dials again, with a growing wait between attempts, until a connection
+/// is recovered or the deadline passes.
+async fn recover(weak: Weak<Inner>) {
+    let began = Instant::now();
+    let mut wait = None;
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        let redial = inner
+            .redial
+            .as_ref()
+            .expect("only a client that dials recovers");
+        let Recovery {
+            deadline,
+            backoff,
+            max_backoff,
+        } = redial.recovery;
+        let left = deadline.saturating_sub(began.elapsed());
+        match tokio::time::timeout(left, inner.reconnect()).await {
+            Ok(Ok(())) => {
+                let ms = began.elapsed().as_millis();
+                tracing::info!("connection to {} recovered after {ms} ms", redial.addr);
+                return;
+            }
+            Ok(Err(e)) => tracing::debug!("dialling {} again failed: {e}", redial.addr),
+            Err(_) => {}
+        }
+        let next = wait.map_or(backoff, |w: std::time::Duration| (w * 2).min(max_backoff));
+        wait = Some(next);
+        if began.elapsed() + next >= deadline {
+            tracing::warn!(
+                "connection to {} not recovered in {deadline:?}",
+                redial.addr
+            );
+            inner.close();
+            return;
+        }
+        drop(inner);
+        tokio::time::sleep(next).await;
     }
 }
 
@@ -443,55 +782,97 @@ impl Client {
     }
 
     /// Connects to `addr` (a dial string) as `dialer` does (with its TLS,
-    /// say), with `options`.
+    /// say), with `options`. Once the connection is lost, every request
+    /// fails.
     pub async fn dial(addr: &str, dialer: &Dialer, options: Options) -> Result<Client, Error> {
+        Self::dial_as(addr, dialer, options, None).await
+    }
+
+    /// As [`Client::dial`], but a lost connection is recovered as
+    /// `recovery` says (docs/resume.md): `addr` is dialled again and the
+    /// fids in use are made again, while requests wait.
+    pub async fn dial_recovering(
+        addr: &str,
+        dialer: &Dialer,
+        options: Options,
+        recovery: Recovery,
+    ) -> Result<Client, Error> {
+        Self::dial_as(addr, dialer, options, Some(recovery)).await
+    }
+
+    async fn dial_as(
+        addr: &str,
+        dialer: &Dialer,
+        options: Options,
+        recovery: Option<Recovery>,
+    ) -> Result<Client, Error> {
         let addr: Addr = addr.parse().map_err(|e: String| {
             Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
         })?;
         let stream = dialer.dial(&addr).await?;
-        Self::over(stream, options).await
+        let redial = recovery.map(|recovery| Redial {
+            addr,
+            dialer: dialer.clone(),
+            options: options.clone(),
+            recovery,
+        });
+        Self::start(stream, options, redial).await
     }
 
     /// Speaks 9P over an already connected stream.
     pub async fn over(stream: Box<dyn Stream>, options: Options) -> Result<Client, Error> {
+        Self::start(stream, options, None).await
+    }
+
+    async fn start(
+        stream: Box<dyn Stream>,
+        options: Options,
+        redial: Option<Redial>,
+    ) -> Result<Client, Error> {
         let (reader, writer) = tokio::io::split(stream);
         // No limit: the requests are the client's own, bounded by its tags.
         let (writer, _) = Writer::spawn(writer, usize::MAX);
+        let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
+        let (protocol, msize) = negotiate(&writer, &mut frames, &options).await?;
+        frames.decoder_mut().set_msize(msize);
         let inner = Arc::new(Inner {
             state: Mutex::new(State::default()),
-            writer,
-            dialect: Mutex::new(Dialect::Base),
-            streams: AtomicBool::new(false),
-            msize: AtomicU32::new(options.msize),
+            writer: Mutex::new(writer),
+            fids: Mutex::new(Fids::default()),
+            redial,
+            recovered: tokio::sync::Notify::new(),
+            dialect: Mutex::new(protocol.dialect),
+            streams: AtomicBool::new(protocol.streams),
+            msize: AtomicU32::new(msize),
             next_fid: AtomicU32::new(0),
             free_fids: Mutex::new(Vec::new()),
             idle: tokio::sync::Notify::new(),
         });
-        let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
-        let protocol = negotiate(&inner, &mut frames, &options).await?;
-        frames.decoder_mut().set_msize(inner.msize());
-        let weak = Arc::downgrade(&inner);
-        tokio::spawn(async move {
-            while let Some(frame) = frames.next().await {
-                let Some(inner) = weak.upgrade() else { return };
-                match frame.map(|f| Fcall::decode(f, protocol)) {
-                    Ok(Ok(fcall)) => inner.dispatch(fcall),
-                    Ok(Err(e)) => {
-                        tracing::warn!("undecodable reply: {e}");
-                        inner.close();
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::debug!("connection lost: {e}");
-                        break;
-                    }
+        spawn_reader(Arc::downgrade(&inner), frames, protocol);
+        Ok(Client { inner })
+    }
+
+    /// True if the client dials again when its connection is lost.
+    pub fn recovers(&self) -> bool {
+        self.inner.redial.is_some()
+    }
+
+    /// Waits while a lost connection is being recovered: `Ok` once requests
+    /// go out again, [`Error::Closed`] if they never will.
+    pub async fn ready(&self) -> Result<(), Error> {
+        loop {
+            let notified = self.inner.recovered.notified();
+            {
+                let state = self.inner.lock();
+                if state.closed {
+                    return Err(Error::Closed);
+                }
+                if !state.recovering {
+                    return Ok(());
                 }
             }
-            if let Some(inner) = weak.upgrade() {
-                inner.close();
-            }
-        });
-        Ok(Client { inner })
+            notified.await;
+        }
     }
 
     /// The dialect the server agreed to.

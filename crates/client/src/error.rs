@@ -29,6 +29,14 @@ pub enum Error {
     Protocol(String),
     /// The connection could not be made or failed.
     Io(io::Error),
+    /// The connection was lost while the request was in flight, and it is
+    /// not sent again on the next, since running twice would differ from
+    /// running once (a create, an append): it may or may not have taken
+    /// effect.
+    Interrupted(String),
+    /// The fid could not be made again on a new connection (its file is
+    /// gone, or is another file now): it fails until clunked.
+    Lost(String),
 }
 
 impl Error {
@@ -54,6 +62,13 @@ impl Error {
         matches!(self, Error::Closed)
     }
 
+    /// True if the request was cut off by a lost connection that the client
+    /// is recovering: the same request may be made again once
+    /// [`crate::Client::ready`] returns.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, Error::Interrupted(_))
+    }
+
     /// The errno of the failure, as the server gave it or as its error
     /// string means.
     pub fn errno(&self) -> Errno {
@@ -62,6 +77,8 @@ impl Error {
             Error::Closed => Errno::ENOTCONN,
             Error::Protocol(_) => Errno::EPROTO,
             Error::Io(e) => e.raw_os_error().map_or(Errno::EIO, |n| Errno(n as u32)),
+            Error::Interrupted(_) => Errno::EIO,
+            Error::Lost(_) => Errno::ESTALE,
         }
     }
 }
@@ -74,6 +91,8 @@ impl fmt::Display for Error {
             Error::Closed => f.write_str("connection closed"),
             Error::Protocol(what) => write!(f, "protocol error: {what}"),
             Error::Io(e) => e.fmt(f),
+            Error::Interrupted(what) => f.write_str(what),
+            Error::Lost(why) => write!(f, "fid lost with the connection: {why}"),
         }
     }
 }

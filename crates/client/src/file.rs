@@ -76,6 +76,15 @@ impl File {
         self.fid.stat().await
     }
 
+    /// Vouches that a write at an offset of this file means the same
+    /// whenever it is made (a regular file that only this client writes,
+    /// as a copy's destination), so that a client recovering its
+    /// connection sends one cut off again even if the server gives the
+    /// file a qid.version of 0, as diod does. Appends are never sent again.
+    pub fn vouch_writes_repeatable(&self) {
+        self.fid.client().inner.vouch(self.fid.fid);
+    }
+
     /// One read of at most `count` bytes (and at most iounit) at `offset`.
     /// Fewer bytes than asked is not an error; none means end of file.
     pub async fn read_at(&self, offset: u64, count: u32) -> Result<Bytes, Error> {

@@ -121,7 +121,12 @@ impl Inbox {
 
     /// The connection is gone: the stream ends, if it had not.
     pub(crate) fn close(&self) {
-        self.state.lock().end.get_or_insert(Err(Error::Closed));
+        self.end_with(Error::Closed);
+    }
+
+    /// Ends the stream with `error`, unless it has ended already.
+    pub(crate) fn end_with(&self, error: Error) {
+        self.state.lock().end.get_or_insert(Err(error));
         self.arrived.notify_one();
     }
 

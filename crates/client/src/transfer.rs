@@ -85,13 +85,14 @@ impl Default for Transfer {
 const START_REQUESTS: u64 = 4;
 
 /// The mode a transfer of `file` really runs in, and the file's size if it
-/// was looked up.
-async fn plan(file: &File, how: Transfer) -> Result<(Mode, u64), Error> {
+/// was looked up. A stream only if `may_stream`.
+async fn plan(file: &File, how: Transfer, may_stream: bool) -> Result<(Mode, u64), Error> {
     if how.mode == Mode::OneAtATime {
         return Ok((Mode::OneAtATime, 0));
     }
     // A stream means what one request at a time means, for any file.
-    if matches!(how.mode, Mode::Auto | Mode::Streamed) && file.fid().client().streams() {
+    let streams = may_stream && file.fid().client().streams();
+    if matches!(how.mode, Mode::Auto | Mode::Streamed) && streams {
         return Ok((Mode::Streamed, 0));
     }
     let info = file.stat().await?;
@@ -145,6 +146,8 @@ pub struct RangeRead<'f> {
     known_end: u64,
     /// Offset of the next byte to hand out.
     deliver: u64,
+    /// Most bytes in flight, as the caller asked.
+    max_window: u64,
     window: Window,
     inflight: FuturesUnordered<BoxFuture<'static, ReadPiece>>,
     inflight_bytes: u64,
@@ -174,7 +177,7 @@ impl<'f> RangeRead<'f> {
         len: Option<u64>,
         how: Transfer,
     ) -> Result<RangeRead<'f>, Error> {
-        let (mode, size) = plan(file, how).await?;
+        let (mode, size) = plan(file, how, true).await?;
         let chunk = file.iounit();
         let stream = match mode {
             Mode::Streamed => Some(StreamRead::start(file, offset, len, how.max_window)?),
@@ -188,6 +191,7 @@ impl<'f> RangeRead<'f> {
             end: len.map(|len| offset.saturating_add(len)),
             known_end: size.max(offset),
             deliver: offset,
+            max_window: how.max_window,
             window: window(mode, chunk as u64, how.max_window),
             inflight: FuturesUnordered::new(),
             inflight_bytes: 0,
@@ -213,9 +217,22 @@ impl<'f> RangeRead<'f> {
     /// transfer exactly at the offset where it happened.
     pub async fn next(&mut self) -> Result<Option<Bytes>, Error> {
         if let Some(stream) = &mut self.stream {
-            let piece = stream.next().await?;
-            self.deliver += piece.as_ref().map_or(0, |p| p.len() as u64);
-            return Ok(piece);
+            loop {
+                match stream.next().await {
+                    Err(e) if e.is_interrupted() => {
+                        // Cut off with the connection: a new stream goes on
+                        // from the last byte handed out, once it is back.
+                        self.file.fid().client().ready().await?;
+                        let len = self.end.map(|end| end - self.deliver);
+                        *stream = StreamRead::start(self.file, self.deliver, len, self.max_window)?;
+                    }
+                    piece => {
+                        let piece = piece?;
+                        self.deliver += piece.as_ref().map_or(0, |p| p.len() as u64);
+                        return Ok(piece);
+                    }
+                }
+            }
         }
         loop {
             if self.finished || self.end == Some(self.deliver) {
@@ -349,7 +366,11 @@ impl<'f> RangeWrite<'f> {
         offset: u64,
         how: Transfer,
     ) -> Result<RangeWrite<'f>, Error> {
-        let (mode, _) = plan(file, how).await?;
+        // A write stream cut off with the connection leaves unknown what
+        // reached the file, where pipelined writes are each sent again: a
+        // client that recovers pipelines instead.
+        let may_stream = !file.fid().client().recovers();
+        let (mode, _) = plan(file, how, may_stream).await?;
         let stream = match mode {
             Mode::Streamed => {
                 let msg = Tswrite {

@@ -1,13 +1,11 @@
 //! Version negotiation: which dialect, and whether the stream extension.
 
-use std::sync::atomic::Ordering;
-
 use futures::StreamExt;
-use ninep_transport::FrameCodec;
+use ninep_transport::{Frame, FrameCodec, Writer};
 use ninep_wire::*;
 use tokio_util::codec::FramedRead;
 
-use crate::conn::{Inner, Options};
+use crate::conn::Options;
 use crate::error::Error;
 
 /// Tversion: the dialect asked for, or each in turn from the most capable
@@ -16,12 +14,13 @@ use crate::error::Error;
 /// next attempt, 9P2000.u, is still worth making.) Each dialect is offered
 /// with the stream extension first; a server that answers with the plain
 /// dialect speaks it without, and one that answers anything else is asked
-/// for the plain dialect before the next.
+/// for the plain dialect before the next. Returns what was agreed and the
+/// msize.
 pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
-    inner: &Inner,
+    writer: &Writer,
     frames: &mut FramedRead<R, FrameCodec>,
     options: &Options,
-) -> Result<Protocol, Error> {
+) -> Result<(Protocol, u32), Error> {
     let wanted: Vec<Dialect> = match options.dialect {
         Some(d) => vec![d],
         None => Dialect::ALL.to_vec(),
@@ -43,7 +42,13 @@ pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
                     version: asked.version(),
                 },
             );
-            inner.send(&tversion)?;
+            let head = tversion
+                .to_bytes(Dialect::Base)
+                .map_err(|e| Error::protocol(e.to_string()))?;
+            writer.send(Frame {
+                head,
+                payload: None,
+            });
             let frame = match frames.next().await {
                 Some(frame) => frame.map_err(|e| Error::protocol(e.to_string()))?,
                 None => return Err(refusal.unwrap_or(Error::Closed)),
@@ -84,10 +89,7 @@ pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
             if r.msize > options.msize || r.msize < 256 {
                 return Err(Error::protocol(format!("bad Rversion msize {}", r.msize)));
             }
-            inner.msize.store(r.msize, Ordering::Relaxed);
-            *inner.dialect.lock() = want;
-            inner.streams.store(got.streams, Ordering::Relaxed);
-            return Ok(got);
+            return Ok((got, r.msize));
         }
     }
     Err(Error::protocol(format!(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::join_all;
-use ninep_client::{Dialer, Options, Prover};
+use ninep_client::{Dialer, Options, Prover, Recovery};
 use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, Time, User};
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rstatfs, convert};
@@ -44,6 +44,10 @@ pub struct Config {
     /// What proves the mux's user to servers that ask for it through
     /// Tauth (MUNGE, say); servers that do not are attached to without.
     pub prover: Option<Arc<dyn Prover>>,
+    /// Whether and how a lost connection to a server dialled directly is
+    /// recovered, its clients keeping their fids and open files
+    /// (docs/resume.md); `None` fails their requests at once.
+    pub recovery: Option<Recovery>,
 }
 
 impl Default for Config {
@@ -57,6 +61,7 @@ impl Default for Config {
             client: Options::default(),
             dialer: Dialer::default(),
             prover: None,
+            recovery: None,
         }
     }
 }
@@ -85,6 +90,7 @@ impl Mux {
             config.client,
             config.dialer,
             config.prover,
+            config.recovery,
         );
         let attacher = Attacher {
             uname: config.uname.clone(),

@@ -16,7 +16,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use ninep_client::{Client, Dialer, Options, Prover};
+use ninep_client::{Client, Dialer, Options, Prover, Recovery};
+use ninep_devices::dial::{Route, route};
 use ninep_server::{Error, Result};
 use ninep_wire::{Dialect, Errno, Qid};
 use parking_lot::Mutex;
@@ -118,6 +119,7 @@ pub(crate) struct Upstreams {
     options: Options,
     dialer: Dialer,
     prover: Option<Arc<dyn Prover>>,
+    recovery: Option<Recovery>,
 }
 
 impl Upstreams {
@@ -127,6 +129,7 @@ impl Upstreams {
         options: Options,
         dialer: Dialer,
         prover: Option<Arc<dyn Prover>>,
+        recovery: Option<Recovery>,
     ) -> Upstreams {
         Upstreams {
             conns: tokio::sync::Mutex::new(HashMap::new()),
@@ -136,6 +139,7 @@ impl Upstreams {
             options,
             dialer,
             prover,
+            recovery,
         }
     }
 
@@ -147,9 +151,18 @@ impl Upstreams {
         if let Some(up) = conns.get(addr).filter(|up| !up.client.is_closed()) {
             return Ok(up.clone());
         }
-        // An address may go through a gateway's /net (GW:/tcp!host!port);
-        // the mux meets gateways as nobody in particular.
-        let dial = ninep_devices::dial::connect(addr, &self.dialer, self.options.clone(), "none");
+        let options = self.options.clone();
+        let dial = async {
+            match (route(addr), &self.recovery) {
+                (Route::Direct(addr), Some(recovery)) => {
+                    Client::dial_recovering(addr, &self.dialer, options, recovery.clone()).await
+                }
+                // An address may go through a gateway's /net
+                // (GW:/tcp!host!port); the mux meets gateways as nobody in
+                // particular.
+                _ => ninep_devices::dial::connect(addr, &self.dialer, options, "none").await,
+            }
+        };
         let client = tokio::time::timeout(DIAL_TIMEOUT, dial)
             .await
             .map_err(|_| std::io::Error::from_raw_os_error(Errno::ETIMEDOUT.0 as i32))??;
