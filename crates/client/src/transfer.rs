@@ -226,6 +226,13 @@ impl<'f> RangeRead<'f> {
                         let len = self.end.map(|end| end - self.deliver);
                         *stream = StreamRead::start(self.file, self.deliver, len, self.max_window)?;
                     }
+                    // Nothing came yet (`next` stays where the range began
+                    // while streaming) and the server has no stream to
+                    // spare: read as from a server without streams.
+                    Err(e) if stream_refused(&e) && self.deliver == self.next => {
+                        self.without_stream().await?;
+                        break;
+                    }
                     piece => {
                         let piece = piece?;
                         self.deliver += piece.as_ref().map_or(0, |p| p.len() as u64);
@@ -268,6 +275,21 @@ impl<'f> RangeRead<'f> {
             self.arrived_bytes += piece.count as u64;
             self.arrived.insert(piece.offset, piece);
         }
+    }
+
+    /// Goes on pipelined, or one request at a time, as [`plan`] decides
+    /// for a server without streams.
+    async fn without_stream(&mut self) -> Result<(), Error> {
+        let how = Transfer {
+            mode: Mode::Auto,
+            max_window: self.max_window,
+        };
+        let (mode, size) = plan(self.file, how, false).await?;
+        self.stream = None;
+        self.mode = mode;
+        self.known_end = size.max(self.deliver);
+        self.window = window(mode, self.chunk as u64, self.max_window);
+        Ok(())
     }
 
     /// Sends requests while the window has room.
@@ -324,6 +346,12 @@ impl<'f> RangeRead<'f> {
         self.inflight_bytes = 0;
         self.arrived_bytes = 0;
     }
+}
+
+/// Whether `e` is a server's refusal of one more stream (Rerror "too many
+/// streams", EAGAIN): the connection has as many as the server allows.
+fn stream_refused(e: &Error) -> bool {
+    e.is_remote() && e.errno() == Errno::EAGAIN
 }
 
 /// A reply to one Twrite of a pipelined write.

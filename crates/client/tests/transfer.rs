@@ -331,6 +331,42 @@ async fn without_the_extension_streams_fall_back_to_pipelining() {
     }
 }
 
+/// A server with one stream to spare refuses a second at once (EAGAIN);
+/// the read that asked goes on without one, byte-exact, while the first
+/// stream still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_the_server_cannot_spare_falls_back_to_pipelining() {
+    // A small read window keeps the first stream open until it is read.
+    let one = StreamLimits {
+        streams: 1,
+        read_window: 64 * 1024,
+        ..StreamLimits::default()
+    };
+    let fsys = serve_with(Flaky::new(), Dialect::L, one).await;
+    let data = pattern(2 << 20 | 7);
+    write_file(&fsys, "f", &data).await;
+    let first = fsys.open("f", O_RDONLY).await.unwrap();
+    let second = fsys.open("f", O_RDONLY).await.unwrap();
+    let mut streaming = first
+        .read_range(0, None, Transfer::new(Mode::Auto))
+        .await
+        .unwrap();
+    // The first stream holds the server's only one.
+    let head = streaming.next().await.unwrap().unwrap();
+    let mut refused = second
+        .read_range(0, None, Transfer::new(Mode::Auto))
+        .await
+        .unwrap();
+    let (got, end) = drain(&mut refused).await;
+    end.unwrap();
+    assert_eq!(refused.mode(), Mode::Pipelined);
+    assert!(got.concat() == data);
+    let (rest, end) = drain(&mut streaming).await;
+    end.unwrap();
+    assert_eq!(streaming.mode(), Mode::Streamed);
+    assert!([head, rest.concat().into()].concat() == data);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_holds_the_server_to_its_window() {
     let fs = Flaky::new();
