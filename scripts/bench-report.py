@@ -59,7 +59,9 @@ def ratio(a, b, fmt="{:.2f}"):
         a, b = float(a), float(b)
     except (TypeError, ValueError):
         return None
-    if b == 0 or math.isinf(a) or math.isinf(b):
+    if math.isinf(a) or math.isinf(b):
+        return "n/a (+++++)"
+    if b == 0:
         return None
     return fmt.format(a / b)
 
