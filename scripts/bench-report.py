@@ -168,8 +168,11 @@ class Report:
 
 R = Report()
 machine = dict(r for r in tsv("machine.tsv") if len(r) == 2)
-sections = {r[0]: (r[1], r[2]) for r in tsv("sections.tsv")[1:] if len(r) == 3}
+# section: (status, started, seconds, load average before)
+sections = {r[0]: tuple(r[1:]) for r in tsv("sections.tsv")[1:] if len(r) == 5}
 ran = lambda s: s in sections
+if not sections:
+    R.empty.append("data/sections.tsv: no sections")
 
 
 def figures(section, name):
@@ -211,8 +214,10 @@ R.p("Peers, as installed (Debian package versions):")
 R.table(["peer", "version"], [[k, machine.get(k)] for k in
                               ("diod", "sshfs", "nginx", "curl", "wrk", "bonnie++", "postmark",
                                "toxiproxy", "fuse3")])
-R.table(["section", "status", "seconds", "log"],
-        [[s, st, sec, "logs/%s.log" % s] for s, (st, sec) in sections.items()])
+R.p("Each section, when it ran and the load average as it started (a run into an existing "
+    "report replaces the sections it runs; the machine table is of the last run):")
+R.table(["section", "status", "started", "seconds", "load average", "log"],
+        [[s] + list(v) + ["logs/%s.log" % s] for s, v in sections.items()])
 
 # --- v9fs ---------------------------------------------------------------------
 

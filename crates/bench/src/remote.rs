@@ -87,6 +87,7 @@ pub fn csv(points: &[Point]) -> String {
 
 /// Measures everything in `config`, calling `progress` after each point.
 pub async fn run(config: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Point>> {
+    ensure!(config.chunk > 0, "read requests of no bytes");
     let mut points = setup(config).await?;
     for p in &points {
         progress(&format!(

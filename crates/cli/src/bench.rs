@@ -258,11 +258,8 @@ fn plot(args: PlotArgs) -> Result<ExitCode> {
 }
 
 async fn mux(args: MuxArgs) -> Result<ExitCode> {
-    if !(args.seconds > 0.0 && args.seconds <= 600.0) {
-        bail!("--seconds: want more than 0 and at most 600");
-    }
     let mut config = ninep_bench::mux::Config {
-        duration: Duration::from_secs_f64(args.seconds),
+        duration: seconds(args.seconds, 600.0)?,
         ..Default::default()
     };
     if args.quick {
@@ -292,6 +289,14 @@ async fn mux(args: MuxArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A --seconds flag as a duration: more than 0, at most `most`.
+fn seconds(seconds: f64, most: f64) -> Result<Duration> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= most) {
+        bail!("--seconds {seconds}: want more than 0, at most {most}");
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
 fn write_csv(path: &std::path::Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| path.display().to_string())?;
     eprintln!("ninep: wrote {}", path.display());
@@ -299,9 +304,6 @@ fn write_csv(path: &std::path::Path, text: &str) -> Result<()> {
 }
 
 async fn remote(args: RemoteArgs) -> Result<ExitCode> {
-    if !(args.seconds > 0.0 && args.seconds <= 600.0) {
-        bail!("--seconds: want more than 0 and at most 600");
-    }
     let config = ninep_bench::remote::Config {
         target: target(args.target),
         setups: args.setups,
@@ -310,7 +312,7 @@ async fn remote(args: RemoteArgs) -> Result<ExitCode> {
         local: args.local,
         readers: args.readers,
         chunk: args.chunk,
-        duration: Duration::from_secs_f64(args.seconds),
+        duration: seconds(args.seconds, 600.0)?,
     };
     let points = ninep_bench::remote::run(&config, &mut |line| eprintln!("{line}")).await?;
     let csv = ninep_bench::remote::csv(&points);
@@ -359,16 +361,13 @@ async fn postmark(args: PostmarkArgs) -> Result<ExitCode> {
 }
 
 async fn rtt(args: RttArgs) -> Result<ExitCode> {
-    if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 3600.0) {
-        bail!("--seconds {}: want more than 0, at most 3600", args.seconds);
-    }
     let config = Config {
         n_uname: args.server.n_uname(),
         addr: args.server.addr,
         dialect: args.server.dialect,
         uname: args.server.uname,
         aname: args.server.aname,
-        duration: Duration::from_secs_f64(args.seconds),
+        duration: seconds(args.seconds, 3600.0)?,
         conns: args.conns,
         repeats: args.repeats,
         max_ops: args.max_ops,
