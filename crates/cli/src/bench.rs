@@ -41,6 +41,14 @@ enum Bench {
     /// Draws figures a benchmark script wrote as CSV: column Y against
     /// column X, one curve per value of column BY, as SVG.
     Plot(PlotArgs),
+    /// Every table of the papers ninep started from, measured here and
+    /// written up as one report: runs scripts/bench-report of the source
+    /// tree in the current directory with these arguments (--quick,
+    /// --smoke, --out DIR, --only SECTIONS).
+    Report {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -242,7 +250,29 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         Bench::Mux(args) => mux(args).await,
         Bench::Remote(args) => remote(args).await,
         Bench::Plot(args) => plot(args),
+        Bench::Report { args } => report(&args),
     }
+}
+
+/// The report is made by a script, since it drives other scripts and
+/// peers' tools; it lives in the source tree, not in this binary.
+fn report(args: &[String]) -> Result<ExitCode> {
+    let script = std::path::Path::new("scripts/bench-report");
+    if !script.is_file() {
+        bail!(
+            "{} not found: run this in a ninep source tree",
+            script.display()
+        );
+    }
+    let status = std::process::Command::new(script)
+        .args(args)
+        .status()
+        .with_context(|| script.display().to_string())?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn plot(args: PlotArgs) -> Result<ExitCode> {
