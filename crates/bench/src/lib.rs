@@ -14,7 +14,9 @@
 //! [`io`] measures bulk transfers through a file server (a whole file read or
 //! written sequentially, a directory listed), one request at a time, and
 //! [`postmark`] a PostMark-style small-file workload; a seeded generator
-//! (`rng`) makes their workloads repeatable.
+//! (`rng`) makes their workloads repeatable. [`remote`] measures connection
+//! set-up, reads by file size and contending readers, each beside its TCP
+//! or local baseline.
 
 #![warn(clippy::unwrap_used)]
 
@@ -26,5 +28,6 @@ pub mod pingpong;
 pub mod plot;
 pub mod postmark;
 mod raw;
+pub mod remote;
 mod rng;
 pub mod rtt;

@@ -234,6 +234,31 @@ pub struct Report {
     pub rows: Vec<Row>,
 }
 
+impl Report {
+    /// The rows as CSV with a header line; the TCP columns are empty where
+    /// the baseline was not run.
+    pub fn csv(&self) -> String {
+        let mut out = String::from(
+            "conns,ninep_ops_per_s,ninep_p50_us,ninep_p99_us,tcp_round_trips_per_s,tcp_p50_us\n",
+        );
+        let us = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e6);
+        for row in &self.rows {
+            let (tcp_rate, tcp_p50) = row.tcp.as_ref().map_or_else(
+                || (String::new(), String::new()),
+                |t| (format!("{:.0}", t.rate), us(t.p50)),
+            );
+            out += &format!(
+                "{},{:.0},{},{},{tcp_rate},{tcp_p50}\n",
+                row.conns,
+                row.ninep.rate,
+                us(row.ninep.p50),
+                us(row.ninep.p99)
+            );
+        }
+        out
+    }
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(

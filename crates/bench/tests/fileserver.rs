@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use ninep_bench::io::{self, Op, Target};
-use ninep_bench::postmark;
+use ninep_bench::{postmark, remote};
 use ninep_export::{Export, Options as ExportOptions};
 use ninep_ramfs::RamFs;
 use ninep_server::{Filesystem, Server};
@@ -230,4 +230,55 @@ async fn postmark_refuses_bad_configs_and_unreachable_servers() {
     };
     let err = postmark::run(&bad).await.unwrap_err();
     assert!(err.to_string().contains("min above max"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_measures_every_figure_beside_its_baseline() {
+    let dir = TempDir::new("remote");
+    std::fs::create_dir(dir.0.join("sizes")).unwrap();
+    std::fs::create_dir(dir.0.join("contend")).unwrap();
+    for size in [1000, 5000] {
+        std::fs::write(dir.0.join("sizes").join(size.to_string()), vec![1; size]).unwrap();
+    }
+    for i in 0..3 {
+        std::fs::write(dir.0.join("contend").join(i.to_string()), vec![2; 10_000]).unwrap();
+    }
+    let addr = serve(Export::new(&dir.0, ExportOptions::default()).unwrap()).await;
+    let config = remote::Config {
+        target: target(&addr, Dialect::L),
+        setups: 3,
+        sizes: "sizes".into(),
+        contend: "contend".into(),
+        local: dir.0.join("contend"),
+        readers: vec![1, 2],
+        chunk: 4096,
+        duration: std::time::Duration::from_millis(100),
+    };
+    let points = remote::run(&config, &mut |_| {}).await.unwrap();
+    let figures: Vec<(&str, u64)> = points.iter().map(|p| (p.figure, p.x)).collect();
+    assert_eq!(
+        figures,
+        [
+            ("setup", 0),
+            ("teardown", 0),
+            ("read-size", 1000),
+            ("read-size", 5000),
+            ("contend-one", 1),
+            ("contend-all", 1),
+            ("contend-one", 2),
+            ("contend-all", 2),
+        ]
+    );
+    for p in &points {
+        assert!(p.ninep > 0.0 && p.baseline > 0.0, "{p:?}");
+    }
+    let csv = remote::csv(&points);
+    assert!(csv.starts_with("figure,x,ninep,baseline,unit\nsetup,0,"));
+    assert_eq!(csv.lines().count(), 1 + points.len());
+
+    let missing = remote::Config {
+        sizes: "nowhere".into(),
+        ..config
+    };
+    assert!(remote::run(&missing, &mut |_| {}).await.is_err());
 }

@@ -34,9 +34,21 @@ enum Bench {
     /// union members, and its hop's cost to a null operation; prints the
     /// figures and writes SVG plots. Everything runs in this process.
     Mux(MuxArgs),
+    /// Connection set-up and tear-down, whole-file reads by size, and 1 to
+    /// 32 readers contending for files, each beside bare TCP or local reads
+    /// of the same files (the network figures of the 9Back method).
+    Remote(RemoteArgs),
     /// Draws figures a benchmark script wrote as CSV: column Y against
     /// column X, one curve per value of column BY, as SVG.
     Plot(PlotArgs),
+    /// Every table of the papers ninep started from, measured here and
+    /// written up as one report: runs scripts/bench-report of the source
+    /// tree in the current directory with these arguments (--quick,
+    /// --smoke, --out DIR, --only SECTIONS).
+    Report {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -81,6 +93,40 @@ struct MuxArgs {
     /// through the mux.
     #[arg(long)]
     hop: bool,
+    /// Also write the figures as CSV (figure,x,us_per_message) to this file.
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct RemoteArgs {
+    #[command(flatten)]
+    target: ServerArgs,
+    /// Directory, relative to the attach root, whose files are read whole.
+    #[arg(long)]
+    sizes: String,
+    /// Directory, relative to the attach root, of the files readers contend for.
+    #[arg(long)]
+    contend: String,
+    /// The contended directory on the local disk, for the baseline.
+    #[arg(long)]
+    local: std::path::PathBuf,
+    /// Connections made and torn down for the set-up figure.
+    #[arg(long, default_value_t = 1000)]
+    setups: usize,
+    /// Reader counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    readers: Vec<usize>,
+    /// Bytes of one read request when contending.
+    #[arg(long, default_value_t = 4096)]
+    chunk: u32,
+    /// Seconds each contention point runs (and a quarter of it, at least
+    /// one read, each file size).
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Write the figures as CSV (figure,x,ninep,baseline,unit) to this file.
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
 }
 
 /// The bench target: the server flags as the bench crate takes them.
@@ -191,6 +237,9 @@ struct RttArgs {
     /// Skip the TCP ping-pong baseline.
     #[arg(long)]
     no_baseline: bool,
+    /// Also write the figures as CSV to this file.
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -199,8 +248,31 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         Bench::Io(args) => io(args).await,
         Bench::Postmark(args) => postmark(args).await,
         Bench::Mux(args) => mux(args).await,
+        Bench::Remote(args) => remote(args).await,
         Bench::Plot(args) => plot(args),
+        Bench::Report { args } => report(&args),
     }
+}
+
+/// The report is made by a script, since it drives other scripts and
+/// peers' tools; it lives in the source tree, not in this binary.
+fn report(args: &[String]) -> Result<ExitCode> {
+    let script = std::path::Path::new("scripts/bench-report");
+    if !script.is_file() {
+        bail!(
+            "{} not found: run this in a ninep source tree",
+            script.display()
+        );
+    }
+    let status = std::process::Command::new(script)
+        .args(args)
+        .status()
+        .with_context(|| script.display().to_string())?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn plot(args: PlotArgs) -> Result<ExitCode> {
@@ -216,11 +288,8 @@ fn plot(args: PlotArgs) -> Result<ExitCode> {
 }
 
 async fn mux(args: MuxArgs) -> Result<ExitCode> {
-    if !(args.seconds > 0.0 && args.seconds <= 600.0) {
-        bail!("--seconds: want more than 0 and at most 600");
-    }
     let mut config = ninep_bench::mux::Config {
-        duration: Duration::from_secs_f64(args.seconds),
+        duration: seconds(args.seconds, 600.0)?,
         ..Default::default()
     };
     if args.quick {
@@ -241,8 +310,45 @@ async fn mux(args: MuxArgs) -> Result<ExitCode> {
     }
     let report = ninep_bench::mux::run(&config, &mut |line| eprintln!("{line}")).await?;
     print!("{report}");
+    if let Some(path) = &args.csv {
+        write_csv(path, &report.csv())?;
+    }
     for path in ninep_bench::mux::plot(&report, &args.out)? {
         eprintln!("ninep: wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A --seconds flag as a duration: more than 0, at most `most`.
+fn seconds(seconds: f64, most: f64) -> Result<Duration> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= most) {
+        bail!("--seconds {seconds}: want more than 0, at most {most}");
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn write_csv(path: &std::path::Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| path.display().to_string())?;
+    eprintln!("ninep: wrote {}", path.display());
+    Ok(())
+}
+
+async fn remote(args: RemoteArgs) -> Result<ExitCode> {
+    let config = ninep_bench::remote::Config {
+        target: target(args.target),
+        setups: args.setups,
+        sizes: args.sizes,
+        contend: args.contend,
+        local: args.local,
+        readers: args.readers,
+        chunk: args.chunk,
+        duration: seconds(args.seconds, 600.0)?,
+    };
+    let points = ninep_bench::remote::run(&config, &mut |line| eprintln!("{line}")).await?;
+    let csv = ninep_bench::remote::csv(&points);
+    print!("{csv}");
+    if let Some(path) = &args.csv {
+        write_csv(path, &csv)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -285,16 +391,13 @@ async fn postmark(args: PostmarkArgs) -> Result<ExitCode> {
 }
 
 async fn rtt(args: RttArgs) -> Result<ExitCode> {
-    if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 3600.0) {
-        bail!("--seconds {}: want more than 0, at most 3600", args.seconds);
-    }
     let config = Config {
         n_uname: args.server.n_uname(),
         addr: args.server.addr,
         dialect: args.server.dialect,
         uname: args.server.uname,
         aname: args.server.aname,
-        duration: Duration::from_secs_f64(args.seconds),
+        duration: seconds(args.seconds, 3600.0)?,
         conns: args.conns,
         repeats: args.repeats,
         max_ops: args.max_ops,
@@ -303,5 +406,8 @@ async fn rtt(args: RttArgs) -> Result<ExitCode> {
     };
     let report = rtt::run(&config, &mut |line| eprintln!("{line}")).await?;
     print!("{report}");
+    if let Some(path) = &args.csv {
+        write_csv(path, &report.csv())?;
+    }
     Ok(ExitCode::SUCCESS)
 }
