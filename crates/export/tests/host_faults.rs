@@ -15,7 +15,7 @@ use bytes::Bytes;
 use ninep_client::{Client, Fsys};
 use ninep_export::{Export, Options as ExportOptions};
 use ninep_server::tree::{Dir, Tree};
-use ninep_server::{Error, Server};
+use ninep_server::{Error, Server, Spawned};
 use ninep_transport::Addr;
 use ninep_wire::Errno;
 use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR, O_WRONLY};
@@ -44,7 +44,7 @@ impl Disk {
         mount(&["-o", &format!("remount,{options}")], &self.mnt);
     }
 
-    async fn serve(&self) -> Fsys {
+    async fn serve(&self) -> (Spawned, Fsys) {
         let export = Export::new(&self.mnt, ExportOptions::default()).unwrap();
         serve_at(export, &self.base, "sock").await
     }
@@ -70,7 +70,7 @@ async fn still_serving(fsys: &Fsys) {
 #[tokio::test]
 async fn a_full_disk_fails_the_write_that_hit_it_and_keeps_what_was_acknowledged() {
     let disk = Disk::new("full", "1m");
-    let fsys = disk.serve().await;
+    let (_server, fsys) = disk.serve().await;
     let file = fsys.create("big", 0o644, O_WRONLY).await.unwrap();
     let piece = Bytes::from(vec![7u8; 64 * 1024]);
     let mut acknowledged = 0u64;
@@ -111,7 +111,7 @@ async fn a_full_disk_fails_the_write_that_hit_it_and_keeps_what_was_acknowledged
 async fn a_read_only_remount_refuses_changes_and_keeps_reads() {
     let disk = Disk::new("ro", "4m");
     std::fs::write(disk.mnt.join("kept"), "still readable").unwrap();
-    let fsys = disk.serve().await;
+    let (_server, fsys) = disk.serve().await;
     let reading = fsys.open("kept", O_RDONLY).await.unwrap();
     disk.remount("ro");
     for refused in [
@@ -141,7 +141,7 @@ async fn a_directory_removed_under_a_fid_fails_its_requests_clearly() {
     let disk = Disk::new("gone", "4m");
     std::fs::create_dir_all(disk.mnt.join("dir/sub")).unwrap();
     std::fs::write(disk.mnt.join("dir/sub/file"), "soon gone").unwrap();
-    let fsys = disk.serve().await;
+    let (_server, fsys) = disk.serve().await;
     let dir = fsys.walk("dir/sub").await.unwrap();
     let file = fsys.open("dir/sub/file", O_RDONLY).await.unwrap();
     std::fs::remove_dir_all(disk.mnt.join("dir")).unwrap();
@@ -168,21 +168,19 @@ async fn a_directory_removed_under_a_fid_fails_its_requests_clearly() {
     fsys.walk("dir").await.unwrap();
 }
 
-/// Serves `fs` on a fresh unix socket in `dir` and attaches to it.
-async fn serve_at<F: ninep_server::Filesystem>(fs: F, dir: &Path, name: &str) -> Fsys {
+/// Serves `fs` on a fresh unix socket in `dir` and attaches to it: the
+/// server (stopped when dropped) and the attach.
+async fn serve_at<F: ninep_server::Filesystem>(fs: F, dir: &Path, name: &str) -> (Spawned, Fsys) {
     let addr = Addr::Unix(dir.join(name));
     let listener = addr.listen().await.unwrap();
-    tokio::spawn(async move {
-        Server::new(fs)
-            .serve_listener(listener, std::future::pending())
-            .await
-    });
-    Client::connect(&addr.to_string())
+    let server = Server::new(fs).spawn(listener);
+    let fsys = Client::connect(&addr.to_string())
         .await
         .unwrap()
         .attach_as("root", 0, "")
         .await
-        .unwrap()
+        .unwrap();
+    (server, fsys)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,7 +193,7 @@ async fn an_io_error_of_the_host_reaches_the_client_as_eio() {
     let device = Dir::new().file("good", "readable\n").read("bad", |_| {
         Err::<Bytes, _>(Error::with_errno(Errno::EIO, "bad sector"))
     });
-    let device = serve_at(Tree::new(device), &base, "device.sock").await;
+    let (_device_server, device) = serve_at(Tree::new(device), &base, "device.sock").await;
     let options = ninep_fuse::Options {
         cache: ninep_fuse::Cache::None,
         ..ninep_fuse::Options::default()
@@ -203,13 +201,22 @@ async fn an_io_error_of_the_host_reaches_the_client_as_eio() {
     let session = ninep_fuse::mount(device, &mnt, &options).expect("FUSE mount");
 
     let export = Export::new(&mnt, ExportOptions::default()).unwrap();
-    let fsys = serve_at(export, &base, "export.sock").await;
+    let (export_server, fsys) = serve_at(export, &base, "export.sock").await;
     // (The device's synthetic file fails as its open makes its contents.)
     let e = fsys.read("bad").await.expect_err("a read of a bad sector");
     assert_eq!(e.errno(), Errno::EIO, "{e}");
     assert_eq!(fsys.read("good").await.unwrap(), b"readable\n");
     still_serving(&fsys).await;
+    // The export holds the mount point open: it goes first, so that the
+    // unmount is not refused as busy.
     fsys.close().await;
+    export_server.stop().await;
     drop(session);
+    assert!(
+        !std::fs::read_to_string("/proc/self/mounts")
+            .unwrap()
+            .contains(mnt.to_str().unwrap()),
+        "the device is still mounted"
+    );
     let _ = std::fs::remove_dir_all(&base);
 }
