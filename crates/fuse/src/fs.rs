@@ -21,6 +21,7 @@ use ninep_wire::consts::dotl;
 use ninep_wire::{Dialect, Errno, Name, NameError};
 
 use crate::attrs::set_time;
+use crate::caller::Caller;
 use crate::dirs::Entry;
 use crate::files::Opened;
 use crate::locks::Lock;
@@ -116,8 +117,9 @@ fn xattr_name(name: &OsStr) -> Result<String, KernelErrno> {
 impl NinepFs {
     /// Runs `op` and answers `reply` with its outcome: here, if it can
     /// finish without waiting (a write taken behind, a read of what was
-    /// read ahead), else as a task on the runtime.
-    fn answer<A: Answer, F>(&self, reply: A, op: impl FnOnce(Arc<Inner>) -> F)
+    /// read ahead), else as a task on the runtime, which gives up with
+    /// EINTR if `caller` is killed meanwhile.
+    fn answer<A: Answer, F>(&self, caller: Caller, reply: A, op: impl FnOnce(Arc<Inner>) -> F)
     where
         F: Future<Output = Result<A::Value, KernelErrno>> + Send + 'static,
     {
@@ -131,7 +133,12 @@ impl NinepFs {
             Poll::Ready(finished) => finished,
             Poll::Pending => {
                 self.runtime.spawn(async move {
-                    match outcome.await {
+                    // Dropping the operation flushes its 9P requests.
+                    let finished = tokio::select! {
+                        finished = outcome => finished,
+                        () = caller.killed() => Err(fail(Errno::EINTR)),
+                    };
+                    match finished {
                         Ok(value) => reply.give(value, ttl),
                         Err(e) => reply.refuse(e),
                     }
@@ -153,24 +160,23 @@ impl NinepFs {
     /// Makes `name` in `parent` and answers with the new entry.
     fn make(&self, req: &Request, parent: u64, name: &OsStr, what: Make, reply: ReplyEntry) {
         let (name, user) = (name_of(name), self.user(req));
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.make(parent, &name?, user, what).await
         });
     }
 
     fn remove(&self, req: &Request, parent: u64, name: &OsStr, rmdir: bool, reply: ReplyEmpty) {
         let (name, user) = (name_of(name), self.user(req));
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.remove(parent, &name?, user, rmdir).await
         });
     }
 
     fn open_with(&self, req: &Request, ino: u64, flags: u32, reply: ReplyOpen) {
         let user = self.user(req);
-        self.answer(
-            reply,
-            |inner| async move { inner.open(ino, user, flags).await },
-        );
+        self.answer(Caller::of(req), reply, |inner| async move {
+            inner.open(ino, user, flags).await
+        });
     }
 
     fn xattr(
@@ -182,7 +188,7 @@ impl NinepFs {
         reply: ReplyXattr,
     ) {
         let user = self.user(req);
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.xattr(ino, user, &name?, size).await
         });
     }
@@ -226,7 +232,7 @@ impl fuser::Filesystem for NinepFs {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let (name, user) = (name_of(name), self.user(req));
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.lookup(parent.0, &name?, user).await
         });
     }
@@ -237,7 +243,7 @@ impl fuser::Filesystem for NinepFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let (fh, user) = (fh.map(u64::from), self.user(req));
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.attr_of(ino.0, fh, user).await
         });
     }
@@ -272,14 +278,14 @@ impl fuser::Filesystem for NinepFs {
             mtime: mtime.map(set_time),
             ..SetAttr::default()
         };
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.set_attr(ino.0, fh, user, set).await
         });
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         let user = self.user(req);
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.readlink(ino.0, user).await.map(Bytes::from)
         });
     }
@@ -360,7 +366,7 @@ impl fuser::Filesystem for NinepFs {
         }
         let (oldname, newname) = (name_of(name), name_of(newname));
         let user = self.user(req);
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner
                 .rename(parent.0, &oldname?, newparent.0, &newname?, user)
                 .await
@@ -388,7 +394,7 @@ impl fuser::Filesystem for NinepFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -397,14 +403,14 @@ impl fuser::Filesystem for NinepFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.read(ino.0, fh.0, offset, size).await
         });
     }
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -415,20 +421,20 @@ impl fuser::Filesystem for NinepFs {
         reply: ReplyWrite,
     ) {
         let data = Bytes::copy_from_slice(data);
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.write(ino.0, fh.0, offset, data).await
         });
     }
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.close(ino.0, fh.0, lock_owner.0).await
         });
     }
@@ -443,7 +449,7 @@ impl fuser::Filesystem for NinepFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::Nobody, reply, |inner| async move {
             inner.drop_handle(fh.0).await;
             Ok(())
         });
@@ -457,7 +463,7 @@ impl fuser::Filesystem for NinepFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::Nobody, reply, |inner| async move {
             inner.drop_handle(fh.0).await;
             Ok(())
         });
@@ -465,27 +471,26 @@ impl fuser::Filesystem for NinepFs {
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.answer(
-            reply,
-            |inner| async move { inner.fsync(fh.0, datasync).await },
-        );
+        self.answer(Caller::of(req), reply, |inner| async move {
+            inner.fsync(fh.0, datasync).await
+        });
     }
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         reply: ReplyDirectory,
     ) {
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.readdir(ino.0, fh.0, offset).await
         });
     }
@@ -503,10 +508,9 @@ impl fuser::Filesystem for NinepFs {
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         let user = self.user(req);
-        self.answer(
-            reply,
-            |inner| async move { inner.statfs(ino.0, user).await },
-        );
+        self.answer(Caller::of(req), reply, |inner| async move {
+            inner.statfs(ino.0, user).await
+        });
     }
 
     fn setxattr(
@@ -521,7 +525,7 @@ impl fuser::Filesystem for NinepFs {
     ) {
         let (name, user) = (xattr_name(name), self.user(req));
         let value = Bytes::copy_from_slice(value);
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner
                 .set_xattr(ino.0, user, &name?, value, flags as u32)
                 .await
@@ -539,14 +543,14 @@ impl fuser::Filesystem for NinepFs {
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (name, user) = (xattr_name(name), self.user(req));
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.remove_xattr(ino.0, user, &name?).await
         });
     }
 
     fn getlk(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
@@ -562,7 +566,7 @@ impl fuser::Filesystem for NinepFs {
             end,
             owner: lock_owner.0,
         };
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             let conflict = inner.conflicting(fh.0, lock).await?;
             // None in the way: the lock asked about, as F_UNLCK.
             Ok(conflict.unwrap_or(Lock {
@@ -574,7 +578,7 @@ impl fuser::Filesystem for NinepFs {
 
     fn setlk(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
@@ -591,7 +595,7 @@ impl fuser::Filesystem for NinepFs {
             end,
             owner: lock_owner.0,
         };
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             inner.set_lock(ino.0, fh.0, lock, sleep).await
         });
     }
@@ -608,7 +612,7 @@ impl fuser::Filesystem for NinepFs {
     ) {
         let (name, user, gid) = (name_of(name), self.user(req), req.gid());
         let perm = mode & !umask & 0o7777;
-        self.answer(reply, |inner| async move {
+        self.answer(Caller::of(req), reply, |inner| async move {
             let name = name?;
             inner
                 .create(parent.0, &name, user, perm, gid, flags as u32)

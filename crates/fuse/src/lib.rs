@@ -24,6 +24,7 @@
 #![warn(clippy::unwrap_used)]
 
 mod attrs;
+mod caller;
 mod dirs;
 mod files;
 mod fs;

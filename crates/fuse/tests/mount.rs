@@ -5,8 +5,10 @@ mod support;
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ninep_client::Client;
 use ninep_fuse::Cache;
@@ -400,8 +402,30 @@ async fn special_files_keep_their_type_through_chmod() {
 const UPTIME: &str = "4242.17 8484.34\n";
 
 /// A tree like /proc: one file, `uptime`, whose stat gives size 0 and a
-/// version that is not 0 (so it may be cached) though it has data.
-struct Proc;
+/// version that is not 0 (so it may be cached) though it has data. With
+/// `held`, reads of it never finish, as reads of a pipe nobody writes to.
+#[derive(Default)]
+struct Proc {
+    held: Option<Arc<HeldReads>>,
+}
+
+/// What became of reads that never finish.
+#[derive(Default)]
+struct HeldReads {
+    /// Told when a read has reached the server.
+    started: tokio::sync::Notify,
+    /// Told when the server has given a read up (it was flushed).
+    given_up: tokio::sync::Notify,
+}
+
+/// Tells [`HeldReads::given_up`] when the read holding it is dropped.
+struct GivenUp(Arc<HeldReads>);
+
+impl Drop for GivenUp {
+    fn drop(&mut self) {
+        self.0.given_up.notify_one();
+    }
+}
 
 impl Proc {
     fn qid(is_root: bool) -> Qid {
@@ -451,6 +475,11 @@ impl Filesystem for Proc {
         offset: u64,
         count: u32,
     ) -> ninep_server::Result<bytes::Bytes> {
+        if let Some(held) = &self.held {
+            let _given_up = GivenUp(held.clone());
+            held.started.notify_one();
+            std::future::pending::<()>().await;
+        }
         let data = UPTIME.as_bytes();
         let from = (offset as usize).min(data.len());
         let to = (from + count as usize).min(data.len());
@@ -475,7 +504,8 @@ impl Filesystem for Proc {
 async fn a_file_of_size_zero_reads_its_data() {
     for cache in [Cache::None, Cache::Strict, Cache::Loose] {
         for dialect in Dialect::ALL {
-            let (_scene, mnt, session) = mounted_fs("size-zero", cache, dialect, Proc).await;
+            let (_scene, mnt, session) =
+                mounted_fs("size-zero", cache, dialect, Proc::default()).await;
             let read = tokio::task::spawn_blocking(move || {
                 let path = mnt.join("uptime");
                 assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
@@ -487,6 +517,44 @@ async fn a_file_of_size_zero_reads_its_data() {
             drop(session);
         }
     }
+}
+
+/// A process killed while its read waits on the server (Ctrl-C on `cat`
+/// of a pipe nobody writes to) ends at once: the mount gives the read up,
+/// flushes it on the server, and goes on serving. The kernel itself would
+/// wait for an answer, even for a process killed with SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_killed_while_waiting_is_let_go() {
+    let held = Arc::new(HeldReads::default());
+    let fs = Proc {
+        held: Some(held.clone()),
+    };
+    let (_scene, mnt, session) = mounted_fs("killed", Cache::None, Dialect::L, fs).await;
+    let mut cat = std::process::Command::new("cat")
+        .arg(mnt.join("uptime"))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait = Duration::from_secs(10);
+    tokio::time::timeout(wait, held.started.notified())
+        .await
+        .expect("the read reaches the server");
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &cat.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let ended = tokio::time::timeout(wait, tokio::task::spawn_blocking(move || cat.wait())).await;
+    let status = ended.expect("cat ends once interrupted").unwrap().unwrap();
+    assert_eq!(status.signal(), Some(2), "cat ends by its SIGINT: {status}");
+    tokio::time::timeout(wait, held.given_up.notified())
+        .await
+        .expect("the server's read is flushed");
+    let meta = tokio::task::spawn_blocking(move || std::fs::metadata(mnt.join("uptime")))
+        .await
+        .unwrap();
+    assert!(meta.unwrap().is_file(), "the mount goes on serving");
+    drop(session);
 }
 
 /// `ninep serve /proc`: the host's /proc/uptime through an export reads
