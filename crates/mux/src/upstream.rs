@@ -13,10 +13,10 @@
 mod remote;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
 
-use ninep_client::{Client, Dialer, Options, Prover, Recovery};
+use ninep_client::{Client, Dialer, Options, Prover, ReadAhead, Recovery};
 use ninep_devices::dial::{Route, route};
 use ninep_server::{Error, Result};
 use ninep_wire::{Dialect, Errno, Qid};
@@ -45,6 +45,10 @@ pub(crate) struct Upstream {
     window: Semaphore,
     /// Most bytes read ahead for one open file.
     read_ahead: u64,
+    /// The read-aheads of the files open on this server, by qid.path: a
+    /// write or a resize through any fid of a file makes what every one of
+    /// them holds stale.
+    read_aheads: Mutex<HashMap<u64, Vec<Weak<ReadAhead>>>>,
     /// What proves the user of an attach, where the server asks.
     prover: Option<Arc<dyn Prover>>,
 }
@@ -97,6 +101,35 @@ impl Upstream {
         Ok(RemoteFile::walked(self.clone(), fsys.into_root()))
     }
 
+    /// A read-ahead for an open file whose qid.path is `path`, known to
+    /// [`Upstream::forget_read_ahead`] while it lives.
+    fn read_ahead_for(self: &Arc<Self>, path: u64) -> KnownReadAhead {
+        let ahead = Arc::new(ReadAhead::new(self.read_ahead));
+        let mut all = self.read_aheads.lock();
+        let of_file = all.entry(path).or_default();
+        of_file.retain(|a| a.strong_count() > 0);
+        of_file.push(Arc::downgrade(&ahead));
+        KnownReadAhead {
+            up: self.clone(),
+            path,
+            ahead,
+        }
+    }
+
+    /// Forgets what was read ahead of the file whose qid.path is `path`
+    /// through any of its open fids: it was just written or resized.
+    async fn forget_read_ahead(&self, path: u64) {
+        let live: Vec<Arc<ReadAhead>> = self
+            .read_aheads
+            .lock()
+            .get(&path)
+            .map(|of_file| of_file.iter().filter_map(Weak::upgrade).collect())
+            .unwrap_or_default();
+        for ahead in live {
+            ahead.forget().await;
+        }
+    }
+
     /// The error a client gets for a failed upstream request.
     fn error(&self, e: ninep_client::Error) -> Error {
         match e {
@@ -106,6 +139,35 @@ impl Upstream {
                 format!("mount point gone: {} hung up", self.addr),
             ),
             other => Error::with_errno(other.errno(), format!("{}: {other}", self.addr)),
+        }
+    }
+}
+
+/// An open file's read-ahead, which its server's connection knows of
+/// until it is dropped, so that a write through any fid of the file
+/// forgets what it holds.
+pub(crate) struct KnownReadAhead {
+    up: Arc<Upstream>,
+    path: u64,
+    ahead: Arc<ReadAhead>,
+}
+
+impl std::ops::Deref for KnownReadAhead {
+    type Target = ReadAhead;
+    fn deref(&self) -> &ReadAhead {
+        &self.ahead
+    }
+}
+
+impl Drop for KnownReadAhead {
+    fn drop(&mut self) {
+        let mut all = self.up.read_aheads.lock();
+        if let Some(of_file) = all.get_mut(&self.path) {
+            let this = Arc::downgrade(&self.ahead);
+            of_file.retain(|a| a.strong_count() > 0 && !a.ptr_eq(&this));
+            if of_file.is_empty() {
+                all.remove(&self.path);
+            }
         }
     }
 }
@@ -172,6 +234,7 @@ impl Upstreams {
             client,
             window: Semaphore::new(self.window),
             read_ahead: self.read_ahead,
+            read_aheads: Mutex::default(),
             prover: self.prover.clone(),
         });
         conns.insert(addr.to_owned(), up.clone());

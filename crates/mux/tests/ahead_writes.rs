@@ -5,9 +5,9 @@
 mod support;
 
 use bytes::Bytes;
-use ninep_client::{Client, Options, SetAttr};
+use ninep_client::{Client, Fsys, Options, SetAttr};
 use ninep_wire::Dialect;
-use ninep_wire::consts::dotl::O_RDWR;
+use ninep_wire::consts::dotl::{O_RDWR, O_TRUNC};
 
 const SIZE: usize = 256 * 1024;
 const PIECE: u32 = 8192;
@@ -31,20 +31,21 @@ async fn read_in_order(file: &ninep_client::File, offset: u64, len: usize) -> Ve
     out
 }
 
-#[tokio::test]
-async fn reads_after_writes_and_truncations_through_the_mux_see_them() {
-    let ram = support::ramfs().await;
-    let mux = support::serve_mux(&format!("mount -c {} /", ram.addr)).await;
+/// A client of the mux at `addr`, reading in pieces of a frame each.
+async fn attach(addr: &str) -> Fsys {
     let options = Options {
         dialect: Some(Dialect::L),
         msize: 16 * 1024 + 24,
     };
-    let fsys = Client::connect_with(&mux.addr, options)
-        .await
-        .unwrap()
-        .attach("glenda", "")
-        .await
-        .unwrap();
+    let client = Client::connect_with(addr, options).await.unwrap();
+    client.attach("glenda", "").await.unwrap()
+}
+
+#[tokio::test]
+async fn reads_after_writes_and_truncations_through_the_mux_see_them() {
+    let ram = support::ramfs().await;
+    let mux = support::serve_mux(&format!("mount -c {} /", ram.addr)).await;
+    let fsys = attach(&mux.addr).await;
     let file = fsys.create("f", 0o644, O_RDWR).await.unwrap();
     file.write_all_at(0, Bytes::from(vec![1; SIZE]))
         .await
@@ -72,4 +73,56 @@ async fn reads_after_writes_and_truncations_through_the_mux_see_them() {
     file.fid().setattr(&grown).await.unwrap();
     let tail = file.read_at(SIZE as u64, 100).await.unwrap();
     assert!(tail == vec![0; 100], "the truncation up is read back");
+}
+
+/// What the mux reads ahead for one client's open file does not outlive a
+/// write, a truncation or an overwriting open through another client's fid
+/// of the same file: the first client reads each change back.
+#[tokio::test]
+async fn reads_after_writes_through_another_fid_see_them() {
+    let ram = support::ramfs().await;
+    let mux = support::serve_mux(&format!("mount -c {} /", ram.addr)).await;
+    let (reader_fsys, writer_fsys) = (attach(&mux.addr).await, attach(&mux.addr).await);
+    let reader = reader_fsys.create("f", 0o644, O_RDWR).await.unwrap();
+    reader
+        .write_all_at(0, Bytes::from(vec![1; SIZE]))
+        .await
+        .unwrap();
+    assert!(read_in_order(&reader, 0, 4 * PIECE as usize).await == vec![1; 4 * PIECE as usize]);
+
+    // Another client writes ahead of the reader, which then gets there.
+    let writer = writer_fsys.open("f", O_RDWR).await.unwrap();
+    let at = 8 * PIECE as u64;
+    writer
+        .write_all_at(at, Bytes::from(vec![2; PIECE as usize]))
+        .await
+        .unwrap();
+    let got = read_in_order(&reader, 4 * PIECE as u64, 5 * PIECE as usize).await;
+    assert!(
+        got[4 * PIECE as usize..] == vec![2; PIECE as usize],
+        "the other client's write is read back"
+    );
+
+    // The other client cuts the file short: the reader meets the new end.
+    let cut = SetAttr {
+        size: Some(10 * PIECE as u64),
+        ..SetAttr::default()
+    };
+    writer.fid().setattr(&cut).await.unwrap();
+    let rest = read_in_order(&reader, 9 * PIECE as u64, SIZE).await;
+    assert_eq!(rest.len(), PIECE as usize, "the truncation is read back");
+
+    // Filled again and read in order, then emptied by the other client's
+    // overwriting open: the reader meets the end.
+    writer
+        .write_all_at(0, Bytes::from(vec![3; SIZE]))
+        .await
+        .unwrap();
+    assert!(read_in_order(&reader, 0, 4 * PIECE as usize).await == vec![3; 4 * PIECE as usize]);
+    let _emptied = writer_fsys.open("f", O_RDWR | O_TRUNC).await.unwrap();
+    let after = read_in_order(&reader, 4 * PIECE as u64, PIECE as usize).await;
+    assert!(
+        after.is_empty(),
+        "the file emptied by an open is read back empty"
+    );
 }

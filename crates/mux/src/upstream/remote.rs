@@ -10,18 +10,20 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ninep_client::{DirEntry, Fid, File, FileInfo, FsStats, Node, OpenFile, ReadAhead, SetAttr};
+use ninep_client::{DirEntry, Fid, File, FileInfo, FsStats, Node, OpenFile, SetAttr};
 use ninep_server::{Error, Result};
+use ninep_wire::consts::dotl::O_TRUNC;
 use ninep_wire::{Dialect, Errno, Name, Qid};
 
-use super::Upstream;
+use super::{KnownReadAhead, Upstream};
 
 /// A file of a mounted server, through one upstream fid.
 pub(crate) struct RemoteFile {
     up: Arc<Upstream>,
     fids: Fids,
-    /// Reading ahead, for an open file read in order.
-    ahead: ReadAhead,
+    /// Reading ahead, for an open file read in order (none for a walked
+    /// fid).
+    ahead: Option<KnownReadAhead>,
 }
 
 /// The upstream fids behind a remote file.
@@ -43,7 +45,12 @@ impl RemoteFile {
     }
 
     fn with(up: Arc<Upstream>, fids: Fids) -> RemoteFile {
-        let ahead = ReadAhead::new(up.read_ahead);
+        let ahead = match &fids {
+            Fids::Open(file) | Fids::OpenDir { file, .. } => {
+                Some(up.read_ahead_for(file.qid().path))
+            }
+            Fids::Walked(_) => None,
+        };
         RemoteFile { up, fids, ahead }
     }
 
@@ -75,8 +82,7 @@ impl RemoteFile {
     }
 
     fn file(&self) -> Result<&File> {
-        self.open_file()
-            .ok_or_else(|| Error::with_errno(Errno::EBADF, "not open"))
+        self.open_file().ok_or_else(not_open)
     }
 
     /// Two files of one server may be named in one request; across servers
@@ -114,7 +120,7 @@ impl RemoteFile {
     pub async fn setattr(&self, set: &SetAttr) -> Result<()> {
         if set.size.is_some() {
             // What was read ahead may end where the file no longer does.
-            self.ahead.forget().await;
+            self.up.forget_read_ahead(self.qid().path).await;
         }
         let _turn = self.up.turn().await;
         self.fid().setattr(set).await.map_err(|e| self.error(e))
@@ -213,7 +219,13 @@ impl RemoteFile {
         } else {
             Fids::Open(fid.open(flags).await.map_err(|e| up.error(e))?)
         };
-        Ok(RemoteFile::with(up.clone(), fids))
+        drop(_turn);
+        let file = RemoteFile::with(up.clone(), fids);
+        if flags & O_TRUNC != 0 {
+            // What other fids read ahead of the file is gone with it.
+            up.forget_read_ahead(file.qid().path).await;
+        }
+        Ok(file)
     }
 
     /// Removes the file: through its own fid if `in_place` (nothing else
@@ -269,8 +281,9 @@ impl RemoteFile {
     /// Reads the open file at `offset`, from what is read ahead if the
     /// reads come in order (or `streaming`, a client's stream).
     pub async fn read(self: &Arc<Self>, offset: u64, count: u32, streaming: bool) -> Result<Bytes> {
+        let ahead = self.ahead.as_ref().ok_or_else(not_open)?;
         let _turn = self.up.turn().await;
-        self.ahead
+        ahead
             .read(self, offset, count, streaming)
             .await
             .map_err(|e| self.error(e))
@@ -279,7 +292,7 @@ impl RemoteFile {
     pub async fn write(&self, offset: u64, data: Bytes) -> Result<u32> {
         let file = self.file()?;
         // What was read ahead may hold the bytes from before.
-        self.ahead.forget().await;
+        self.up.forget_read_ahead(self.qid().path).await;
         let _turn = self.up.turn().await;
         file.write_at(offset, data).await.map_err(|e| self.error(e))
     }
@@ -309,8 +322,15 @@ impl RemoteFile {
 
     /// Stops reading ahead: the file is being clunked.
     pub async fn stop_reading_ahead(&self) {
-        self.ahead.stop().await;
+        if let Some(ahead) = &self.ahead {
+            ahead.stop().await;
+        }
     }
+}
+
+/// The error for an operation on a file that must be open and is not.
+fn not_open() -> Error {
+    Error::with_errno(Errno::EBADF, "not open")
 }
 
 impl OpenFile for RemoteFile {
