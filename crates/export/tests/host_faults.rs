@@ -1,6 +1,7 @@
 //! The host's file system failing under an export: a full disk, a
 //! read-only remount, a directory removed under a fid, a device that
-//! answers reads with EIO (a FUSE mount of a server made to). Each fault reaches
+//! answers reads with EIO (a FUSE mount of a server made to), permissions
+//! changed under a user's fids. Each fault reaches
 //! the client as the errno the host gave, on the request it hit; the
 //! session goes on, every write acknowledged is on disk, and the export
 //! works again once the fault is gone.
@@ -218,5 +219,107 @@ async fn an_io_error_of_the_host_reaches_the_client_as_eio() {
             .contains(mnt.to_str().unwrap()),
         "the device is still mounted"
     );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Permissions changed on the host while a user (nobody, through a
+/// multi-user export) holds fids: a file made read-only still takes writes
+/// through the fid opened before (Unix checks at open) and refuses new
+/// opens for writing; a directory closed to everyone refuses walks and
+/// listings into it while files open below it go on; a file given to
+/// another owner refuses opens; each with EACCES, the session going on,
+/// and every acknowledged write on disk.
+#[tokio::test]
+async fn permissions_changed_mid_session_refuse_what_they_forbid_and_nothing_else() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    let base = std::env::temp_dir().join(format!("ninep-perm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let root = base.join("export");
+    std::fs::create_dir_all(root.join("dir")).unwrap();
+    let nobody = 65534;
+    chown(root.join("dir"), Some(nobody), Some(nobody)).unwrap();
+    let (path, dir) = (root.join("dir/f"), root.join("dir"));
+    let chmod = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let options = ExportOptions {
+        identity: ninep_export::Identity::Multiuser,
+        ..ExportOptions::default()
+    };
+    let export = Export::new(&root, options).unwrap();
+    let (server, _root_fsys) = serve_at(export, &base, "sock").await;
+    let addr = format!("unix!{}", base.join("sock").display());
+    let fsys = Client::connect(&addr)
+        .await
+        .unwrap()
+        .attach_as("nobody", nobody, "")
+        .await
+        .unwrap();
+    let refused = |e: ninep_client::Error, what: &str| {
+        assert_eq!(e.errno(), Errno::EACCES, "{what}: {e}");
+    };
+
+    let file = fsys.create("dir/f", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, Bytes::from_static(b"one "))
+        .await
+        .unwrap();
+
+    // Read-only on the host: the open fid writes on; new opens for writing
+    // are refused, opens for reading are not.
+    chmod(&path, 0o444);
+    file.write_all_at(4, Bytes::from_static(b"two "))
+        .await
+        .unwrap();
+    refused(
+        fsys.open("dir/f", O_WRONLY)
+            .await
+            .expect_err("open for writing"),
+        "a read-only file opened for writing",
+    );
+    let reader = fsys.open("dir/f", O_RDONLY).await.unwrap();
+    assert_eq!(reader.read_at(0, 100).await.unwrap(), "one two ");
+
+    // The directory closed to everyone: walks and listings into it are
+    // refused; the files open below it read and write on.
+    chmod(&dir, 0o000);
+    // (One name at a time: a walk of several that stops short says only
+    // how far it got, which the client reports as ENOENT.)
+    let closed = fsys.walk("dir").await.unwrap();
+    refused(
+        closed.walk_path("f").await.expect_err("walk"),
+        "a walk through a closed directory",
+    );
+    refused(
+        fsys.open("dir", O_RDONLY).await.expect_err("listing"),
+        "a listing of a closed directory",
+    );
+    file.write_all_at(8, Bytes::from_static(b"three"))
+        .await
+        .unwrap();
+    assert_eq!(reader.read_at(0, 100).await.unwrap(), "one two three");
+    still_serving(&fsys).await;
+
+    // The file given to root, readable by its owner only: nobody's opens
+    // are refused.
+    chmod(&dir, 0o755);
+    chown(&path, Some(0), Some(0)).unwrap();
+    chmod(&path, 0o600);
+    refused(
+        fsys.open("dir/f", O_RDONLY)
+            .await
+            .expect_err("open of root's file"),
+        "an open of another user's private file",
+    );
+
+    // Given back: opens work again, and every acknowledged write is there.
+    chown(&path, Some(nobody), Some(nobody)).unwrap();
+    chmod(&path, 0o644);
+    let again = fsys.open("dir/f", O_RDWR).await.unwrap();
+    again
+        .write_all_at(13, Bytes::from_static(b" four"))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"one two three four");
+    drop(server);
     let _ = std::fs::remove_dir_all(&base);
 }
