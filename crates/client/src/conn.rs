@@ -433,6 +433,40 @@ impl Inner {
         }
     }
 
+    /// A reply that is framed but does not decode (`e`): the request on its
+    /// tag fails with a protocol error and the connection goes on, the
+    /// frame's size keeping it in step. False where only closing the
+    /// connection settles it: a stream's tag, a flush or clunk, or a
+    /// request making a fid the server may or may not now hold.
+    fn fail_malformed(&self, frame: &[u8], e: &DecodeError) -> bool {
+        let Ok(Header { tag, ty, .. }) = Header::decode(frame) else {
+            return false;
+        };
+        let mut state = self.lock();
+        match state.pending.get(&tag) {
+            // Nobody waits for it: dropped, as any stray reply.
+            None | Some(Waiter::Flushing) => {
+                tracing::debug!("undecodable reply to tag {tag}, dropped: {e}");
+                return true;
+            }
+            Some(Waiter::Reply { msg, .. }) if !makes_fid(msg) => {}
+            Some(_) => return false,
+        }
+        let Some(Waiter::Reply { tx, msg, .. }) = state.pending.remove(&tag) else {
+            return false;
+        };
+        state.free_tags.push(tag);
+        let idle = state.pending.is_empty();
+        drop(state);
+        let name = Msg::type_name(ty, self.dialect()).unwrap_or("reply");
+        tracing::warn!("undecodable {name} to {}: {e}", msg.name());
+        let _ = tx.send(Err(Error::protocol(format!("undecodable {name}: {e}"))));
+        if idle {
+            self.idle.notify_waiters();
+        }
+        true
+    }
+
     /// See [`crate::File::vouch_writes_repeatable`].
     pub(crate) fn vouch(&self, fid: Fid) {
         self.fids.lock().vouch(fid);
@@ -702,6 +736,15 @@ fn interrupted_stream() -> Error {
     Error::Interrupted("a stream was cut off with the connection".into())
 }
 
+/// Whether `msg` makes a fid: were its reply lost, the server might or
+/// might not hold the fid, and its number could not be used again.
+fn makes_fid(msg: &Msg) -> bool {
+    matches!(
+        msg,
+        Msg::Twalk(_) | Msg::Tattach(_) | Msg::Tauth(_) | Msg::Txattrwalk(_)
+    )
+}
+
 /// Reads replies and routes them until the connection is lost.
 fn spawn_reader<R>(weak: Weak<Inner>, mut frames: FramedRead<R, FrameCodec>, protocol: Protocol)
 where
@@ -710,16 +753,21 @@ where
     tokio::spawn(async move {
         while let Some(frame) = frames.next().await {
             let Some(inner) = weak.upgrade() else { return };
-            match frame.map(|f| Fcall::decode(f, protocol)) {
-                Ok(Ok(fcall)) => inner.dispatch(fcall),
-                Ok(Err(e)) => {
-                    tracing::warn!("undecodable reply: {e}");
-                    inner.close();
-                    return;
-                }
+            let frame = match frame {
+                Ok(frame) => frame,
                 Err(e) => {
                     tracing::debug!("connection lost: {e}");
                     break;
+                }
+            };
+            match Fcall::decode(frame.clone(), protocol) {
+                Ok(fcall) => inner.dispatch(fcall),
+                Err(e) => {
+                    if !inner.fail_malformed(&frame, &e) {
+                        tracing::warn!("undecodable reply: {e}");
+                        inner.close();
+                        return;
+                    }
                 }
             }
         }
