@@ -11,9 +11,16 @@ use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid};
 
 use crate::{Conn, Inner, KernelErrno, errno, fail};
 
+/// A time the server gave; one past what the host can hold (a server's
+/// nonsense) reads as the epoch.
 fn time(sec: u64, nsec: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::new(sec, nsec.min(999_999_999) as u32)
+    UNIX_EPOCH
+        .checked_add(Duration::new(sec, nsec.min(999_999_999) as u32))
+        .unwrap_or(UNIX_EPOCH)
 }
+
+/// The longest symbolic link target the kernel takes, with its NUL: a page.
+const LINK_MAX: usize = 4096;
 
 /// A time to set, in the client's terms.
 pub(crate) fn set_time(t: TimeOrNow) -> SetTime {
@@ -228,9 +235,16 @@ impl Inner {
     }
 
     /// The target of the symbolic link `ino`.
+    /// The target of symbolic link `ino`. The kernel takes at most a page
+    /// less one byte, and refuses a longer answer so that no answer
+    /// reaches the caller: a server's longer target fails here instead.
     pub async fn readlink(&self, ino: u64, user: u32) -> Result<String, KernelErrno> {
         let fid = self.fid(ino, user).await?;
-        fid.readlink().await.map_err(errno)
+        let target = fid.readlink().await.map_err(errno)?;
+        if target.len() >= LINK_MAX {
+            return Err(fail(Errno::ENAMETOOLONG));
+        }
+        Ok(target)
     }
 
     /// statfs(2)'s figures for the file system holding `ino`.

@@ -1,0 +1,297 @@
+//! A mount of a server that lies: between the mount and a ramfs sits a
+//! proxy that falsifies one reply at a time (a read longer than asked,
+//! absurd attributes, directory entries no file system
+//! may have, a reply of the wrong type, a reply to a tag never used). Each
+//! lie costs at most the call it answered: the mount keeps serving, gives
+//! the kernel nothing a file system may not hold, and never panics.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use ninep_fuse::Cache;
+use ninep_ramfs::RamFs;
+use ninep_transport::Addr;
+use ninep_wire::{Dialect, Fcall, Msg, Protocol, QidType, Rclunk};
+use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// A falsehood the proxy tells once, in the first reply it fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lie {
+    /// Rread with more bytes than the Tread asked for.
+    ReadTooLong,
+    /// Rgetattr of a regular file with every figure out of range and the
+    /// mode of a socket.
+    AbsurdAttributes,
+    /// Rgetattr whose qid says directory for a regular file.
+    QidOfADirectory,
+    /// Rreaddir with ".", "..", "a/b", an empty name, a name of 300 bytes,
+    /// a name with a NUL, and one good name twice.
+    ImpossibleNames,
+    /// Rreadlink with a target of 5,000 bytes, more than the kernel takes.
+    LongLink,
+    /// Rreadlink with a NUL in its target, which 9P's strings may not hold.
+    Undecodable,
+    /// Rclunk answering a Tgetattr.
+    WrongType,
+    /// An Rgetattr on a tag with no request, before the true reply.
+    StrayTag,
+}
+
+const LIES: [Lie; 8] = [
+    Lie::ReadTooLong,
+    Lie::AbsurdAttributes,
+    Lie::QidOfADirectory,
+    Lie::ImpossibleNames,
+    Lie::LongLink,
+    Lie::Undecodable,
+    Lie::WrongType,
+    Lie::StrayTag,
+];
+
+/// The lie to tell next, and whether it has been told.
+#[derive(Default)]
+struct Liar {
+    next: Option<Lie>,
+    told: Option<Lie>,
+}
+
+/// Reads one frame (size[4] first) from `r`.
+async fn frame(r: &mut (impl AsyncRead + Unpin)) -> Option<Bytes> {
+    let mut size = [0; 4];
+    r.read_exact(&mut size).await.ok()?;
+    let len = u32::from_le_bytes(size) as usize;
+    let mut buf = vec![0; len];
+    buf[..4].copy_from_slice(&size);
+    r.read_exact(&mut buf[4..]).await.ok()?;
+    Some(Bytes::from(buf))
+}
+
+/// A directory entry of a 9P2000.L Rreaddir, with any name at all.
+fn entry(buf: &mut BytesMut, path: u64, offset: u64, name: &[u8]) {
+    buf.put_u8(0); // qid type: a file
+    buf.put_u32_le(1);
+    buf.put_u64_le(path);
+    buf.put_u64_le(offset);
+    buf.put_u8(8); // DT_REG
+    buf.put_u16_le(name.len() as u16);
+    buf.put_slice(name);
+}
+
+/// `fcalls` as frames of 9P2000.L.
+fn frames(fcalls: &[Fcall]) -> Bytes {
+    let mut buf = BytesMut::new();
+    for fcall in fcalls {
+        buf.put_slice(&fcall.to_bytes(Dialect::L).unwrap());
+    }
+    buf.freeze()
+}
+
+/// What the proxy sends instead of `reply` under `lie`, if the lie fits
+/// it; `asked` is the count of the Tread it answers, if one.
+fn falsify(lie: Lie, reply: &Fcall, asked: Option<u32>) -> Option<Bytes> {
+    let tag = reply.tag;
+    let msg = match (lie, &reply.msg) {
+        (Lie::ReadTooLong, Msg::Rread(r)) => {
+            let mut data = BytesMut::from(&r.data[..]);
+            data.resize(asked? as usize + 1, b'!');
+            Msg::Rread(ninep_wire::Rread {
+                data: data.freeze(),
+            })
+        }
+        (Lie::AbsurdAttributes, Msg::Rgetattr(r)) if !r.qid.ty.contains(QidType::DIR) => {
+            let mut r = r.clone();
+            r.mode = 0o140000 | 0o7777;
+            (r.size, r.blocks, r.blksize, r.nlink) = (u64::MAX, u64::MAX, u64::MAX, 0);
+            (r.atime_nsec, r.mtime_nsec, r.ctime_nsec) = (u64::MAX, u64::MAX, u64::MAX);
+            r.mtime_sec = u64::MAX;
+            Msg::Rgetattr(r)
+        }
+        (Lie::QidOfADirectory, Msg::Rgetattr(r)) if !r.qid.ty.contains(QidType::DIR) => {
+            let mut r = r.clone();
+            r.qid.ty = QidType::DIR;
+            Msg::Rgetattr(r)
+        }
+        (Lie::ImpossibleNames, Msg::Rreaddir(r)) if !r.data.is_empty() => {
+            let mut data = BytesMut::new();
+            let long = [b'x'; 300];
+            let names: [&[u8]; 8] = [b".", b"..", b"a/b", b"", &long, b"nul\0", b"ok", b"ok"];
+            for (i, name) in names.iter().enumerate() {
+                entry(&mut data, 1000 + i as u64, i as u64 + 1, name);
+            }
+            Msg::Rreaddir(ninep_wire::Rreaddir {
+                data: data.freeze(),
+            })
+        }
+        (Lie::LongLink, Msg::Rreadlink(_)) => Msg::Rreadlink(ninep_wire::Rreadlink {
+            target: "/".repeat(5_000),
+        }),
+        (Lie::Undecodable, Msg::Rreadlink(_)) => {
+            // Our encoder writes no NUL: the target's last byte becomes one.
+            let mut frame = BytesMut::from(&frames(std::slice::from_ref(reply))[..]);
+            let last = frame.len() - 1;
+            frame[last] = 0;
+            return Some(frame.freeze());
+        }
+        (Lie::WrongType, Msg::Rgetattr(_)) => Msg::Rclunk(Rclunk {}),
+        (Lie::StrayTag, Msg::Rgetattr(r)) => {
+            let stray = Fcall::new(0xfffe, Msg::Rgetattr(r.clone()));
+            return Some(frames(&[stray, reply.clone()]));
+        }
+        _ => return None,
+    };
+    Some(frames(&[Fcall::new(tag, msg)]))
+}
+
+/// Forwards connections to `front` on to `back`, telling `liar`'s lies in
+/// the replies.
+async fn lying_proxy(front: &Addr, back: Addr, liar: Arc<Mutex<Liar>>) {
+    let listener = front.listen().await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = back.dial().await.unwrap();
+            let (mut from_client, to_client) = tokio::io::split(client);
+            let (from_server, mut to_server) = tokio::io::split(server);
+            // The count of each Tread in flight, by tag.
+            let reads = Arc::new(Mutex::new(HashMap::new()));
+            let asked = reads.clone();
+            tokio::spawn(async move {
+                while let Some(f) = frame(&mut from_client).await {
+                    if let Ok(Fcall {
+                        tag,
+                        msg: Msg::Tread(t),
+                    }) = Fcall::decode(f.clone(), Dialect::L)
+                    {
+                        asked.lock().insert(tag, t.count);
+                    }
+                    if to_server.write_all(&f).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            tokio::spawn(replies(from_server, to_client, reads, liar.clone()));
+        }
+    });
+}
+
+/// Passes the server's replies on, falsified as `liar` says.
+async fn replies(
+    mut from_server: impl AsyncRead + Unpin,
+    mut to_client: impl AsyncWrite + Unpin,
+    reads: Arc<Mutex<HashMap<u16, u32>>>,
+    liar: Arc<Mutex<Liar>>,
+) {
+    let protocol = Protocol::from(Dialect::L);
+    while let Some(f) = frame(&mut from_server).await {
+        let mut out = f.clone();
+        if let Ok(reply) = Fcall::decode(f, protocol) {
+            let asked = reads.lock().remove(&reply.tag);
+            let mut liar = liar.lock();
+            if let Some(lie) = liar.next
+                && let Some(lies) = falsify(lie, &reply, asked)
+            {
+                out = lies;
+                (liar.next, liar.told) = (None, Some(lie));
+            }
+        }
+        if to_client.write_all(&out).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// Panics anywhere in the process, counted.
+static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+/// What the kernel answers for the call `lie` is aimed at.
+fn probe(mnt: &Path, lie: Lie) -> std::io::Result<String> {
+    match lie {
+        Lie::ReadTooLong => std::fs::read_to_string(mnt.join("ok")),
+        Lie::ImpossibleNames => std::fs::read_dir(mnt)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map(|names| names.join("|")),
+        Lie::LongLink | Lie::Undecodable => {
+            std::fs::read_link(mnt.join("link")).map(|t| t.display().to_string())
+        }
+        Lie::AbsurdAttributes | Lie::QidOfADirectory | Lie::WrongType | Lie::StrayTag => {
+            std::fs::metadata(mnt.join("ok")).map(|m| format!("{m:?}"))
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_lie_of_a_server_costs_at_most_its_call() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.fetch_add(1, Ordering::SeqCst);
+        previous(info);
+    }));
+    let base = std::env::temp_dir().join(format!("ninep-fuse-{}-hostile", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("mnt")).unwrap();
+    let ramfs = Addr::Unix(base.join("ramfs"));
+    support::serve(RamFs::new(), &ramfs).await;
+    let liar = Arc::new(Mutex::new(Liar::default()));
+    let front = Addr::Unix(base.join("liar"));
+    lying_proxy(&front, ramfs, liar.clone()).await;
+    let mnt = base.join("mnt");
+    let session = support::mount(&front, Dialect::L, Cache::None, &mnt).await;
+
+    let m = mnt.clone();
+    tokio::task::spawn_blocking(move || {
+        std::fs::write(m.join("ok"), "fine\n").unwrap();
+        std::os::unix::fs::symlink("ok", m.join("link")).unwrap();
+    })
+    .await
+    .unwrap();
+
+    for lie in LIES {
+        liar.lock().next = Some(lie);
+        let m = mnt.clone();
+        let (answer, still) = tokio::task::spawn_blocking(move || {
+            let answer = probe(&m, lie);
+            (answer, std::fs::read_to_string(m.join("ok")))
+        })
+        .await
+        .unwrap();
+        assert_eq!(liar.lock().told, Some(lie), "the lie was told");
+        match (lie, &answer) {
+            // Refused by the client: the call fails, with EPROTO.
+            (Lie::ReadTooLong | Lie::WrongType | Lie::Undecodable, r) => {
+                let errno = r.as_ref().map_err(std::io::Error::raw_os_error);
+                assert_eq!(errno, Err(Some(71)), "{lie:?} is refused: {r:?}");
+            }
+            (Lie::LongLink, r) => {
+                let errno = r.as_ref().map_err(std::io::Error::raw_os_error);
+                assert_eq!(errno, Err(Some(36)), "{lie:?}: ENAMETOOLONG: {r:?}");
+            }
+            (Lie::StrayTag, r) => assert!(r.is_ok(), "a stray reply is ignored: {r:?}"),
+            (Lie::ImpossibleNames, Ok(names)) => {
+                eprintln!("{lie:?}: {names}");
+                for name in names.split('|') {
+                    assert!(
+                        !name.is_empty() && !name.contains('/') && name.len() <= 255,
+                        "the kernel was given {name:?}"
+                    );
+                }
+            }
+            // Absurd figures and impossible names may be refused or made
+            // sane; either way only this call sees them.
+            (_, r) => eprintln!("{lie:?}: {r:?}"),
+        }
+        assert_eq!(
+            still.as_deref().ok(),
+            Some("fine\n"),
+            "after {lie:?}, the mount serves on: {still:?}"
+        );
+    }
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "nothing panicked");
+    drop(session);
+    let _ = std::fs::remove_dir_all(&base);
+}
