@@ -191,7 +191,9 @@ impl Inner {
                 // Writes through other open files go first, as they were made.
                 self.settle_writes(|other_fh, other| other.ino == ino && other_fh != fh)
                     .await;
-                behind.write(&h.file, offset, data).await
+                let taken = behind.write(&h.file, offset, data).await;
+                self.handles.lock().mark_writing(fh);
+                taken
             }
             None => h.file.write_all_at(offset, data).await,
         }

@@ -28,13 +28,14 @@ mod caller;
 mod dirs;
 mod files;
 mod fs;
+mod handles;
 mod locks;
 mod names;
 mod nodes;
 mod readahead;
 mod xattrs;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +46,7 @@ use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, WriteBehind};
 use ninep_wire::{Dialect, Errno};
 use parking_lot::{Mutex, MutexGuard};
 
-use dirs::Entry;
+use handles::{Handle, Handles};
 use nodes::{Nodes, ROOT};
 
 /// What the kernel may keep.
@@ -165,7 +166,7 @@ pub fn mount(
     let inner = Inner {
         conn,
         nodes: Mutex::new(Nodes::new(uid, fsys.into_root())),
-        handles: Mutex::new(HashMap::new()),
+        handles: Mutex::new(Handles::default()),
         next_handle: AtomicU64::new(1),
         locked: Mutex::new(HashSet::new()),
         no_caps: Mutex::new(HashSet::new()),
@@ -215,30 +216,11 @@ struct Conn {
     lock_client: String,
 }
 
-/// An open file or directory.
-struct Handle {
-    /// Shared with the transfer that reads it ahead, while one runs.
-    file: Arc<File>,
-    /// The inode it was opened on, and whose fids opened it.
-    ino: u64,
-    user: u32,
-    /// A synthetic file, or one of unknown length: read and written
-    /// directly, a short read going back to the reader as it is, as such
-    /// files mean it, and never read ahead.
-    exact: bool,
-    ahead: ReadAhead,
-    /// Writes taken and sent in the background, for regular files under
-    /// strict caching; without, each write waits for the server.
-    behind: Option<WriteBehind>,
-    /// A 9P2000 directory's listing, read whole when a read starts at 0.
-    listing: tokio::sync::Mutex<Vec<Entry>>,
-}
-
 /// What every request shares.
 struct Inner {
     conn: Conn,
     nodes: Mutex<Nodes>,
-    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    handles: Mutex<Handles>,
     next_handle: AtomicU64,
     /// (inode, lock owner) pairs that may hold locks: closing a file drops
     /// its owner's locks on it.
@@ -345,20 +327,17 @@ impl Inner {
     }
 
     fn handle(&self, fh: u64) -> Result<Arc<Handle>, KernelErrno> {
-        self.handles
-            .lock()
-            .get(&fh)
-            .cloned()
-            .ok_or(fail(Errno::EBADF))
+        self.handles.lock().get(fh).ok_or(fail(Errno::EBADF))
     }
 
     /// An open file of `user`'s on `ino`, if any.
     fn handle_on(&self, ino: u64, user: u32) -> Option<Arc<Handle>> {
         self.handles
             .lock()
-            .values()
-            .find(|h| h.ino == ino && h.user == user)
-            .cloned()
+            .on(ino)
+            .into_iter()
+            .find(|(_, h)| h.user == user)
+            .map(|(_, h)| h)
     }
 
     /// Keeps `file`, opened on `ino` by `user`; `exact` as [`Handle::exact`];
@@ -375,7 +354,7 @@ impl Inner {
             behind: write_behind.then(|| WriteBehind::new(WRITE_BEHIND)),
             listing: tokio::sync::Mutex::new(Vec::new()),
         };
-        self.handles.lock().insert(fh, Arc::new(handle));
+        self.handles.lock().insert(fh, handle);
         fh
     }
 
@@ -383,31 +362,20 @@ impl Inner {
     /// `which` picks, so that what comes from the server next sees them;
     /// their errors are kept for their own writers.
     async fn settle_writes(&self, which: impl Fn(u64, &Handle) -> bool) {
-        let pending: Vec<Arc<Handle>> = self
-            .handles
-            .lock()
-            .iter()
-            .filter(|(fh, h)| h.behind.as_ref().is_some_and(|b| !b.is_idle()) && which(**fh, h))
-            .map(|(_, h)| h.clone())
-            .collect();
-        for h in pending {
+        let pending = self.handles.lock().writing(which);
+        for (fh, h) in pending {
             if let Some(behind) = &h.behind {
                 behind.settle().await;
             }
+            self.handles.lock().settled(fh);
         }
     }
 
     /// Forgets what was read ahead of `ino` through any of its open files:
     /// a write to it or a change of its size made that stale.
     async fn forget_read_ahead(&self, ino: u64) {
-        let handles: Vec<Arc<Handle>> = self
-            .handles
-            .lock()
-            .values()
-            .filter(|h| h.ino == ino)
-            .cloned()
-            .collect();
-        for h in handles {
+        let handles = self.handles.lock().on(ino);
+        for (_, h) in handles {
             h.ahead.forget().await;
         }
     }
@@ -415,7 +383,7 @@ impl Inner {
     /// Forgets the open file `fh`, stopping its read-ahead first so that
     /// its fid is clunked now.
     async fn drop_handle(&self, fh: u64) {
-        let handle = self.handles.lock().remove(&fh);
+        let handle = self.handles.lock().remove(fh);
         if let Some(h) = handle {
             h.ahead.stop().await;
             if let Some(behind) = &h.behind {
