@@ -160,7 +160,13 @@ impl<F: Filesystem> Conn<F> {
         let limit = self.shared.limits.requests;
         self.with_room(|live, room| {
             let alone = self.alone(&live.inflight);
-            live.post(room, tag, encode_reply(Fcall { tag, msg }, session), alone, limit);
+            live.post(
+                room,
+                tag,
+                encode_reply(Fcall { tag, msg }, session),
+                alone,
+                limit,
+            );
         })
         .await
     }
