@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use bytes::BytesMut;
 use ninep_transport::FrameCodec;
-use ninep_wire::{Dialect, Fcall, Msg, Protocol, STREAM_SUFFIX};
+use ninep_wire::{Dialect, Fcall, Msg, Protocol, RESUME_SUFFIX, STREAM_SUFFIX};
 use tokio_util::codec::Decoder;
 
 #[derive(clap::Args)]
@@ -19,8 +19,8 @@ pub struct Args {
     #[arg(long)]
     hex: bool,
     /// Dialect to decode in: 9P2000, 9P2000.u, 9P2000.L, any of them with
-    /// `.stream` (the stream extension), or auto (start in 9P2000 and follow
-    /// Tversion/Rversion in the stream).
+    /// `.stream` (the stream extension), `.resume` or `.stream.resume`, or
+    /// auto (start in 9P2000 and follow Tversion/Rversion in the stream).
     #[arg(long, default_value = "auto", value_parser = parse_dialect)]
     dialect: DialectChoice,
 }
@@ -33,12 +33,18 @@ fn parse_dialect(s: &str) -> Result<DialectChoice, String> {
     if s == "auto" {
         return Ok(DialectChoice(None));
     }
-    let protocol = match s.strip_suffix(STREAM_SUFFIX) {
-        Some(dialect) => Protocol {
-            dialect: crate::args::parse_dialect(dialect)?,
-            streams: true,
-        },
-        None => crate::args::parse_dialect(s)?.into(),
+    let (s, resume) = match s.strip_suffix(RESUME_SUFFIX) {
+        Some(s) => (s, true),
+        None => (s, false),
+    };
+    let (s, streams) = match s.strip_suffix(STREAM_SUFFIX) {
+        Some(s) => (s, true),
+        None => (s, false),
+    };
+    let protocol = Protocol {
+        dialect: crate::args::parse_dialect(s)?,
+        streams,
+        resume,
     };
     Ok(DialectChoice(Some(protocol)))
 }

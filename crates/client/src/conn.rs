@@ -75,6 +75,11 @@ pub(crate) struct Inner {
     pub(crate) dialect: Mutex<Dialect>,
     /// The stream extension was agreed.
     pub(crate) streams: AtomicBool,
+    /// The resume extension was agreed.
+    resume: AtomicBool,
+    /// The token that takes the session over on a new connection, while
+    /// the server may keep it. Lock order: after `state`.
+    token: Mutex<Option<Token>>,
     pub(crate) msize: AtomicU32,
     next_fid: AtomicU32,
     free_fids: Mutex<Vec<u32>>,
@@ -93,6 +98,34 @@ struct State {
     /// The connection was lost and is being made again: requests wait
     /// unsent in `pending`.
     recovering: bool,
+    /// Frames sent in this session since Rsession, which the server counts
+    /// too (the resume extension).
+    sent: u64,
+    /// For each tag that awaits an answer, the number of the frame last
+    /// sent on it.
+    sent_at: HashMap<u16, u64>,
+}
+
+impl State {
+    fn free(&mut self, tag: u16) {
+        self.free_tags.push(tag);
+        self.sent_at.remove(&tag);
+    }
+
+    /// Counts a frame as it is written, on `tag` if it awaits an answer
+    /// there.
+    fn sending(&mut self, tag: Option<u16>) {
+        if let Some(tag) = tag {
+            self.sent_at.insert(tag, self.sent);
+        }
+        self.sent += 1;
+    }
+
+    /// True if the request on `tag` reached a server that says it
+    /// received `received` frames.
+    fn reached(&self, tag: u16, received: u64) -> bool {
+        self.sent_at.get(&tag).is_some_and(|&n| n < received)
+    }
 }
 
 enum Waiter {
@@ -130,6 +163,7 @@ impl Inner {
         Protocol {
             dialect: self.dialect(),
             streams: self.streams.load(Ordering::Relaxed),
+            resume: self.resume.load(Ordering::Relaxed),
         }
     }
 
@@ -188,14 +222,13 @@ impl Inner {
             if matches!(state.pending.get(&fcall.tag), Some(Waiter::Stream { .. }))
                 && let Some(Waiter::Stream { inbox, .. }) = state.pending.remove(&fcall.tag)
             {
-                state.free_tags.push(fcall.tag);
+                state.free(fcall.tag);
                 inbox.end_with(interrupted_stream());
             }
             return Ok(());
         }
         let alone = Self::alone(&state);
-        drop(state);
-        self.post(frame, alone);
+        self.post(&mut state, Some(fcall.tag), frame, alone);
         Ok(())
     }
 
@@ -205,7 +238,10 @@ impl Inner {
         state.pending.len() <= 1
     }
 
-    fn post(&self, frame: Frame, alone: bool) {
+    /// Writes `frame`, counted, with the state locked so that frames are
+    /// counted in the order they go out.
+    fn post(&self, state: &mut State, tag: Option<u16>, frame: Frame, alone: bool) {
+        state.sending(tag);
         let writer = self.writer.lock();
         if alone {
             writer.send(frame);
@@ -218,7 +254,7 @@ impl Inner {
     /// while the stream has it, and drops it once the stream is over.
     pub(crate) fn send_in_stream(&self, tag: u16, request: u64, msg: Msg) -> Result<(), Error> {
         let frame = self.encode(&Fcall { tag, msg })?;
-        let state = self.lock();
+        let mut state = self.lock();
         if state.closed {
             return Err(Error::Closed);
         }
@@ -229,7 +265,8 @@ impl Inner {
         {
             // Posted with the lock held: a later request on this tag, once
             // the stream's end frees it, cannot go before it and get it.
-            self.post(frame, Self::alone(&state));
+            let alone = Self::alone(&state);
+            self.post(&mut state, None, frame, alone);
         }
         Ok(())
     }
@@ -340,7 +377,7 @@ impl Inner {
     fn release(&self, tag: u16) {
         let mut state = self.lock();
         state.pending.remove(&tag);
-        state.free_tags.push(tag);
+        state.free(tag);
     }
 
     /// Gives up on request number `request`, sent on `tag`: sends Tflush;
@@ -358,9 +395,15 @@ impl Inner {
             return;
         }
         if state.recovering {
-            // Unsent yet: forgetting it is enough.
-            state.pending.remove(&tag);
-            state.free_tags.push(tag);
+            if self.token.lock().is_some() && state.sent_at.contains_key(&tag) {
+                // It may have reached the server, which keeps the session:
+                // it is flushed once the session is taken over.
+                state.pending.insert(tag, Waiter::Flushing);
+            } else {
+                // Unsent yet: forgetting it is enough.
+                state.pending.remove(&tag);
+                state.free(tag);
+            }
             return;
         }
         let Some(flush_tag) = Self::alloc_tag(&mut state) else {
@@ -387,7 +430,7 @@ impl Inner {
         match waiter {
             Waiter::Stream { request, inbox } => {
                 if ends_stream(&fcall.msg) {
-                    state.free_tags.push(tag);
+                    state.free(tag);
                 } else {
                     let inbox = inbox.clone();
                     state.pending.insert(tag, Waiter::Stream { request, inbox });
@@ -395,7 +438,7 @@ impl Inner {
                 piece_to = Some((inbox, request));
             }
             Waiter::Reply { tx, msg, .. } => {
-                state.free_tags.push(tag);
+                state.free(tag);
                 self.fids.lock().answered(&msg, &fcall.msg);
                 reply_to = Some(tx);
             }
@@ -404,13 +447,13 @@ impl Inner {
                 state.pending.insert(tag, Waiter::Flushing);
             }
             Waiter::Flush { old } => {
-                state.free_tags.push(tag);
+                state.free(tag);
                 if state.pending.remove(&old).is_some() {
-                    state.free_tags.push(old);
+                    state.free(old);
                 }
             }
             Waiter::Clunk(fid) => {
-                state.free_tags.push(tag);
+                state.free(tag);
                 clunked = Some(fid);
             }
         }
@@ -485,7 +528,9 @@ impl Inner {
             if state.closed {
                 return;
             }
-            if state.recovering {
+            // A session the server keeps has the fid still: its Tclunk is
+            // sent once the session is taken over.
+            if state.recovering && self.token.lock().is_none() {
                 // Gone with the connection; if the recovery makes it again
                 // meanwhile, it is clunked then.
                 drop(state);
@@ -536,8 +581,10 @@ impl Inner {
     }
 
     /// The connection is gone: without a way to dial again, every request
-    /// fails; with one, requests that may be sent again wait for the next
-    /// connection, the others fail now, and the recovery starts.
+    /// fails; with one, the recovery starts. A session the server keeps
+    /// (the resume extension) loses only its streams until the server says
+    /// what it received; otherwise requests that may be sent again wait
+    /// for the next connection and the others fail now.
     fn lost(self: &Arc<Self>) {
         let Some(redial) = &self.redial else {
             self.close();
@@ -548,15 +595,52 @@ impl Inner {
             return;
         }
         state.recovering = true;
+        if self.token.lock().is_some() {
+            let streams: Vec<u16> = state
+                .pending
+                .iter()
+                .filter(|(_, w)| matches!(w, Waiter::Stream { .. }))
+                .map(|(&tag, _)| tag)
+                .collect();
+            for tag in streams {
+                if let Some(Waiter::Stream { inbox, .. }) = state.pending.remove(&tag) {
+                    inbox.end_with(interrupted_stream());
+                }
+                state.free(tag);
+            }
+        } else {
+            self.cut_off(&mut state);
+        }
+        let waiting = state.pending.len();
+        drop(state);
+        if waiting == 0 {
+            self.idle.notify_waiters();
+        }
+        tracing::warn!(
+            "connection to {} lost; dialling again ({waiting} requests wait)",
+            redial.addr,
+        );
+        tokio::spawn(recover(Arc::downgrade(self)));
+    }
+
+    /// Sorts the requests that were sent on a connection now lost, whose
+    /// session is lost too: those that may be sent again wait for the next
+    /// connection, the others fail (a Tclunk is done: the server forgot
+    /// the fid). Requests made since the loss just wait.
+    fn cut_off(&self, state: &mut State) {
         let mut fids = self.fids.lock();
         fids.connection_lost();
         let tags: Vec<u16> = state.pending.keys().copied().collect();
         for tag in tags {
+            if !state.sent_at.contains_key(&tag)
+                && matches!(state.pending.get(&tag), Some(Waiter::Reply { .. }))
+            {
+                continue;
+            }
             let Some(waiter) = state.pending.remove(&tag) else {
                 continue;
             };
             match waiter {
-                // The fid went with the connection.
                 Waiter::Reply {
                     tx,
                     msg: Msg::Tclunk(_),
@@ -580,23 +664,13 @@ impl Inner {
                 Waiter::Clunk(fid) => self.free_fid(fid),
                 Waiter::Flushing | Waiter::Flush { .. } => {}
             }
-            state.free_tags.push(tag);
+            state.free(tag);
         }
-        let waiting = state.pending.len();
-        drop(fids);
-        drop(state);
-        if waiting == 0 {
-            self.idle.notify_waiters();
-        }
-        tracing::warn!(
-            "connection to {} lost; dialling again ({waiting} requests wait to be sent again)",
-            redial.addr,
-        );
-        tokio::spawn(recover(Arc::downgrade(self)));
     }
 
-    /// One attempt to dial again: a new connection in the same dialect,
-    /// the fids made again on it, and the waiting requests sent on it.
+    /// One attempt to dial again: a new connection in the same dialect;
+    /// then the session taken over if the server kept it, or else the fids
+    /// made again on it; and the waiting requests sent on it.
     async fn reconnect(self: &Arc<Self>) -> Result<(), Error> {
         let redial = self
             .redial
@@ -610,7 +684,7 @@ impl Inner {
             ..redial.options.clone()
         };
         let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
-        let (protocol, msize) = negotiate(&writer, &mut frames, &options).await?;
+        let (protocol, msize) = negotiate(&writer, &mut frames, &options, true).await?;
         if msize < self.msize() {
             let what = format!("msize {msize} now, {} before", self.msize());
             return Err(Error::protocol(what));
@@ -621,25 +695,136 @@ impl Inner {
             frames,
             protocol,
         };
+        let token = *self.token.lock();
+        if let Some(token) = token {
+            let refusal = if protocol == self.protocol() && msize == self.msize() {
+                match fresh.resume(token).await? {
+                    Ok((received, held)) => {
+                        let Fresh { writer, frames, .. } = fresh;
+                        self.resumed(writer, received, held);
+                        spawn_reader(Arc::downgrade(self), frames, protocol);
+                        return Ok(());
+                    }
+                    Err(refused) => refused.to_string(),
+                }
+            } else {
+                format!("the server speaks {protocol} with msize {msize} now")
+            };
+            tracing::warn!("session not taken over ({refusal}); its fids are made again");
+            *self.token.lock() = None;
+            let mut state = self.lock();
+            self.cut_off(&mut state);
+        }
         let groups = self.fids.lock().to_remake();
         let spare = self.alloc_fid();
         let remade = fresh.remake(groups, spare).await;
         self.free_fid(spare);
         let (made, lost) = remade?;
-        let mut fids = self.fids.lock();
-        for (fid, why) in lost {
-            tracing::warn!("fid {fid} not made again: {why}");
-            fids.lose(fid, why);
+        {
+            let mut fids = self.fids.lock();
+            for (fid, why) in lost {
+                tracing::warn!("fid {fid} not made again: {why}");
+                fids.lose(fid, why);
+            }
         }
-        drop(fids);
+        // Last before the requests: the server counts from here.
+        let token = match protocol.resume {
+            true => Some(fresh.session().await?),
+            false => None,
+        };
         let Fresh {
             writer,
             frames,
             protocol,
         } = fresh;
+        *self.token.lock() = token;
         self.resume(writer, protocol, &made);
         spawn_reader(Arc::downgrade(self), frames, protocol);
         Ok(())
+    }
+
+    /// Takes over the session the server kept, on a new connection: of
+    /// the requests sent, those among the first `received` reached the
+    /// server, whose replies are `held` or still to come; the others, and
+    /// the requests made meanwhile, are sent now. Nothing runs twice.
+    fn resumed(&self, writer: Writer, received: u64, held: Vec<Fcall>) {
+        let mut state = self.lock();
+        *self.writer.lock() = writer;
+        state.recovering = false;
+        // A held reply on a tag whose request did not reach the server
+        // answers the request before it on the tag, received already.
+        let answers: Vec<Fcall> = held
+            .into_iter()
+            .filter(|f| state.reached(f.tag, received))
+            .collect();
+        let mut again: Vec<(u16, Msg)> = Vec::new();
+        let tags: Vec<u16> = state.pending.keys().copied().collect();
+        for tag in tags {
+            let reached = state.reached(tag, received);
+            let msg: Msg = match state.pending.get(&tag) {
+                Some(Waiter::Flushing) if reached => {
+                    let flushed = state
+                        .pending
+                        .values()
+                        .any(|w| matches!(w, Waiter::Flush { old } if *old == tag));
+                    // Given up on while the connection was away.
+                    if !flushed && let Some(flush) = Self::alloc_tag(&mut state) {
+                        state.pending.insert(flush, Waiter::Flush { old: tag });
+                        again.push((flush, Tflush { oldtag: tag }.into()));
+                    }
+                    continue;
+                }
+                _ if reached => continue,
+                Some(Waiter::Reply { msg, .. }) => msg.clone(),
+                Some(Waiter::Clunk(fid)) => Tclunk { fid: *fid }.into(),
+                Some(Waiter::Flush { old }) => Tflush { oldtag: *old }.into(),
+                Some(Waiter::Flushing) => {
+                    let flushed = state
+                        .pending
+                        .values()
+                        .any(|w| matches!(w, Waiter::Flush { old } if *old == tag));
+                    if !flushed {
+                        state.pending.remove(&tag);
+                        state.free(tag);
+                    }
+                    continue;
+                }
+                Some(Waiter::Stream { .. }) | None => continue,
+            };
+            again.push((tag, msg));
+        }
+        state.sent = received;
+        let mut frames = Vec::new();
+        for (tag, msg) in again {
+            match self.encode(&Fcall { tag, msg }) {
+                Ok(frame) => frames.push((tag, frame)),
+                Err(e) => {
+                    if let Some(Waiter::Reply { tx, .. }) = state.pending.remove(&tag) {
+                        let _ = tx.send(Err(e));
+                    }
+                    state.free(tag);
+                }
+            }
+        }
+        tracing::info!(
+            "session taken over; {} replies held, {} requests sent again",
+            answers.len(),
+            frames.len()
+        );
+        let writer = self.writer.lock();
+        for (tag, frame) in frames {
+            state.sending(Some(tag));
+            writer.queue(frame);
+        }
+        drop(writer);
+        drop(state);
+        for fcall in answers {
+            self.dispatch(fcall);
+        }
+        if self.lock().pending.is_empty() {
+            self.idle.notify_waiters();
+        }
+        self.recovered.notify_waiters();
     }
 
     /// Takes the new connection into use: the requests waiting are sent on
@@ -649,7 +834,11 @@ impl Inner {
         let mut state = self.lock();
         *self.writer.lock() = writer;
         self.streams.store(protocol.streams, Ordering::Relaxed);
+        self.resume.store(protocol.resume, Ordering::Relaxed);
         state.recovering = false;
+        // A new session: the server counts from its Rsession.
+        state.sent = 0;
+        state.sent_at.clear();
         let fids = self.fids.lock();
         let mut frames = Vec::new();
         // Fids made again whose Tclunk or Tremove is among those sent.
@@ -666,13 +855,13 @@ impl Inner {
                     ..
                 } if !made.contains(&t.fid.0) => {
                     let _ = tx.send(Ok(Rclunk {}.into()));
-                    state.free_tags.push(tag);
+                    state.free(tag);
                     continue;
                 }
                 Waiter::Reply { request, tx, msg } => match fids.lost(&msg) {
                     Some(why) => {
                         let _ = tx.send(Err(Error::Lost(why)));
-                        state.free_tags.push(tag);
+                        state.free(tag);
                         continue;
                     }
                     None => (
@@ -695,13 +884,13 @@ impl Inner {
             match self.encode(&Fcall { tag, msg }) {
                 Ok(frame) => {
                     state.pending.insert(tag, waiter);
-                    frames.push(frame);
+                    frames.push((tag, frame));
                 }
                 Err(e) => {
                     if let Waiter::Reply { tx, .. } = waiter {
                         let _ = tx.send(Err(e));
                     }
-                    state.free_tags.push(tag);
+                    state.free(tag);
                 }
             }
         }
@@ -714,7 +903,8 @@ impl Inner {
         drop(fids);
         tracing::info!("connection recovered; {} requests sent again", frames.len());
         let writer = self.writer.lock();
-        for frame in frames {
+        for (tag, frame) in frames {
+            state.sending(Some(tag));
             writer.queue(frame);
         }
         drop(writer);
@@ -881,8 +1071,20 @@ impl Client {
         // No limit: the requests are the client's own, bounded by its tags.
         let (writer, _) = Writer::spawn(writer, usize::MAX);
         let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
-        let (protocol, msize) = negotiate(&writer, &mut frames, &options).await?;
+        // Only a client that dials again can take a session over: others
+        // would only keep theirs on the server past their end.
+        let (protocol, msize) = negotiate(&writer, &mut frames, &options, redial.is_some()).await?;
         frames.decoder_mut().set_msize(msize);
+        let mut fresh = Fresh {
+            writer,
+            frames,
+            protocol,
+        };
+        let token = match protocol.resume {
+            true => Some(fresh.session().await?),
+            false => None,
+        };
+        let Fresh { writer, frames, .. } = fresh;
         let inner = Arc::new(Inner {
             state: Mutex::new(State::default()),
             writer: Mutex::new(writer),
@@ -891,6 +1093,8 @@ impl Client {
             recovered: tokio::sync::Notify::new(),
             dialect: Mutex::new(protocol.dialect),
             streams: AtomicBool::new(protocol.streams),
+            resume: AtomicBool::new(protocol.resume),
+            token: Mutex::new(token),
             msize: AtomicU32::new(msize),
             next_fid: AtomicU32::new(0),
             free_fids: Mutex::new(Vec::new()),

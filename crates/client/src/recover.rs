@@ -409,13 +409,50 @@ impl<R: AsyncRead + Unpin> Fresh<R> {
             head: head.freeze(),
             payload,
         });
+        Ok(remote_error(self.next().await?.msg))
+    }
+
+    /// The next message from the server.
+    async fn next(&mut self) -> Result<Fcall, Error> {
         let frame = match self.frames.next().await {
             Some(frame) => frame.map_err(|e| Error::protocol(e.to_string()))?,
             None => return Err(Error::Closed),
         };
-        let reply =
-            Fcall::decode(frame, self.protocol).map_err(|e| Error::protocol(e.to_string()))?;
-        Ok(remote_error(reply.msg))
+        Fcall::decode(frame, self.protocol).map_err(|e| Error::protocol(e.to_string()))
+    }
+
+    /// Tsession: the token that lets a later connection take this session
+    /// over (the resume extension).
+    pub(crate) async fn session(&mut self) -> Result<Token, Error> {
+        match self.rpc(Tsession {}).await?? {
+            Msg::Rsession(r) => Ok(r.token),
+            other => Err(Error::protocol(format!(
+                "{} in reply to Tsession",
+                other.name()
+            ))),
+        }
+    }
+
+    /// Tresume: takes the session of `token` over. Returns how many
+    /// requests the server had received, and the replies it held; the inner
+    /// error is the server's refusal.
+    pub(crate) async fn resume(
+        &mut self,
+        token: Token,
+    ) -> Result<Result<(u64, Vec<Fcall>), Error>, Error> {
+        let r = match self.rpc(Tresume { token }).await? {
+            Ok(Msg::Rresume(r)) => r,
+            Ok(other) => {
+                let what = format!("{} in reply to Tresume", other.name());
+                return Err(Error::protocol(what));
+            }
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let mut held = Vec::new();
+        for _ in 0..r.held {
+            held.push(self.next().await?);
+        }
+        Ok(Ok((r.received, held)))
     }
 
     /// Makes every fid of `groups` again under its own number: attached,

@@ -1,4 +1,4 @@
-//! Version negotiation: which dialect, and whether the stream extension.
+//! Version negotiation: which dialect, and which extensions.
 
 use futures::StreamExt;
 use ninep_transport::{Frame, FrameCodec, Writer};
@@ -12,14 +12,17 @@ use crate::error::Error;
 /// until the server answers with the one asked for. (A 9P2000.u server asked
 /// for 9P2000.L answers 9P2000, dropping the suffix it does not know, so the
 /// next attempt, 9P2000.u, is still worth making.) Each dialect is offered
-/// with the stream extension first; a server that answers with the plain
-/// dialect speaks it without, and one that answers anything else is asked
-/// for the plain dialect before the next. Returns what was agreed and the
-/// msize.
+/// with the stream extension first, and the resume extension too if
+/// `resume`; a server answers with those of them it speaks. One that
+/// answers the plain dialect to both may not know `.resume` alone (an
+/// older ninep server), so it is asked for the stream extension alone
+/// next; one that answers anything else is asked for the plain dialect
+/// before the next. Returns what was agreed and the msize.
 pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
     writer: &Writer,
     frames: &mut FramedRead<R, FrameCodec>,
     options: &Options,
+    resume: bool,
 ) -> Result<(Protocol, u32), Error> {
     let wanted: Vec<Dialect> = match options.dialect {
         Some(d) => vec![d],
@@ -29,11 +32,17 @@ pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
     // A server that refuses us (too many connections, TLS expected) says
     // why in an error reply, then hangs up: the why is the failure.
     let mut refusal = None;
+    let offers: &[(bool, bool)] = if resume {
+        &[(true, true), (true, false), (false, false)]
+    } else {
+        &[(true, false), (false, false)]
+    };
     for want in wanted {
-        for streams in [true, false] {
+        for &(streams, resume) in offers {
             let asked = Protocol {
                 dialect: want,
                 streams,
+                resume,
             };
             let tversion = Fcall::new(
                 NOTAG,
@@ -79,11 +88,12 @@ pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
                 }
             };
             answers.push(r.version.clone());
-            let got = Protocol {
-                dialect: want,
-                streams: r.version == asked.version() && streams,
+            let got = match Protocol::from_version(&r.version) {
+                Some(got) if got.version() == r.version && got.is_within(asked) => got,
+                _ => continue,
             };
-            if r.version != got.version() {
+            let plain = Protocol::from(want);
+            if got == plain && asked.streams && asked.resume {
                 continue;
             }
             if r.msize > options.msize || r.msize < 256 {

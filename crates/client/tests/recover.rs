@@ -2,107 +2,29 @@
 //! its connections to a server on loopback are cut for real, the server
 //! refuses new ones for a while or comes back with a file replaced, and
 //! the client's fids, open files and requests in flight carry on, fail
-//! clearly, or never run twice.
+//! clearly, or never run twice. The servers that must be recovered from as
+//! a stock server is (its session lost with the connection) have the resume
+//! extension turned off; tests/resume.rs has it on.
 
+#[path = "support/cuttable.rs"]
+mod cuttable;
 #[path = "support/flaky.rs"]
 mod flaky;
 #[path = "support/pattern.rs"]
 mod pattern;
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use cuttable::{Cuttable, stock};
 use flaky::Flaky;
 use ninep_client::{Client, Dialer, Error, Fsys, Mode, Options, Recovery, Transfer};
 use ninep_ramfs::RamFs;
 use ninep_server::Server;
-use ninep_transport::Addr;
 use ninep_wire::Dialect;
 use ninep_wire::consts::dotl::{O_APPEND, O_RDONLY, O_RDWR, O_WRONLY};
-use parking_lot::Mutex;
 use pattern::pattern;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
-
-/// A server on loopback behind a proxy whose connections can be cut, and
-/// which can refuse new ones for a while, as a server that died and is
-/// restarting does. A cut closes both sides: the server ends the session.
-struct Cuttable {
-    addr: String,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    down: Arc<AtomicBool>,
-    /// Connections served so far.
-    served: Arc<AtomicUsize>,
-    accepting: JoinHandle<()>,
-    _server: ninep_server::Spawned,
-}
-
-impl Cuttable {
-    async fn start<F: ninep_server::Filesystem>(server: Server<F>) -> Cuttable {
-        let at: Addr = "tcp!127.0.0.1!0".parse().unwrap();
-        let listener = at.listen().await.unwrap();
-        let Addr::Tcp { port, .. } = listener.local_addr().unwrap() else {
-            panic!("not tcp")
-        };
-        let upstream = format!("127.0.0.1:{port}");
-        let spawned = server.spawn(listener);
-        let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = format!("tcp!127.0.0.1!{}", proxy.local_addr().unwrap().port());
-        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let down = Arc::new(AtomicBool::new(false));
-        let served = Arc::new(AtomicUsize::new(0));
-        let (held, refusing, count) = (connections.clone(), down.clone(), served.clone());
-        let accepting = tokio::spawn(async move {
-            loop {
-                let (mut conn, _) = proxy.accept().await.unwrap();
-                if refusing.load(SeqCst) {
-                    drop(conn);
-                    continue;
-                }
-                count.fetch_add(1, SeqCst);
-                let mut up = TcpStream::connect(&upstream).await.unwrap();
-                held.lock().push(tokio::spawn(async move {
-                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
-                }));
-            }
-        });
-        Cuttable {
-            addr,
-            connections,
-            down,
-            served,
-            accepting,
-            _server: spawned,
-        }
-    }
-
-    /// Drops every connection, as a reset or a killed server does.
-    fn cut(&self) {
-        for task in self.connections.lock().drain(..) {
-            task.abort();
-        }
-    }
-
-    /// Refuses connections (hanging up at once) until `up`.
-    fn down(&self) {
-        self.down.store(true, SeqCst);
-        self.cut();
-    }
-
-    fn up(&self) {
-        self.down.store(false, SeqCst);
-    }
-}
-
-impl Drop for Cuttable {
-    fn drop(&mut self) {
-        self.accepting.abort();
-        self.cut();
-    }
-}
 
 fn recovery() -> Recovery {
     Recovery {
@@ -205,7 +127,7 @@ async fn pipelined_and_streamed_transfers_end_byte_exact_across_cuts() {
 async fn an_append_cut_off_fails_and_is_never_applied_twice() {
     let fs = Flaky::new();
     let knobs = fs.knobs.clone();
-    let server = Cuttable::start(Server::new(fs)).await;
+    let server = Cuttable::start(stock(Server::new(fs))).await;
     let fsys = attach(&server.addr, Dialect::L, recovery()).await;
     drop(fsys.create("log", 0o644, O_WRONLY).await.unwrap());
     let log = fsys.open("log", O_WRONLY | O_APPEND).await.unwrap();
@@ -230,7 +152,7 @@ async fn an_append_cut_off_fails_and_is_never_applied_twice() {
 
 #[tokio::test]
 async fn a_file_replaced_while_away_is_not_reopened() {
-    let ramfs = Server::new(RamFs::new());
+    let ramfs = stock(Server::new(RamFs::new()));
     let server = Cuttable::start(ramfs.clone()).await;
     let fsys = attach(&server.addr, Dialect::L, recovery()).await;
     drop(fsys.create("f", 0o644, O_WRONLY).await.unwrap());
@@ -292,7 +214,7 @@ async fn requests_fail_once_the_deadline_passes() {
 
 #[tokio::test]
 async fn a_client_with_nothing_to_send_again_is_idle_while_it_recovers() {
-    let server = Cuttable::start(Server::new(RamFs::new())).await;
+    let server = Cuttable::start(stock(Server::new(RamFs::new()))).await;
     let fsys = attach(&server.addr, Dialect::L, recovery()).await;
     let fid = fsys.walk("/").await.unwrap();
     server.down();

@@ -169,6 +169,11 @@ impl<T: Send + Sync + 'static> Fids<T> {
         })
     }
 
+    /// True if the table holds no fid.
+    pub fn is_empty(&self) -> bool {
+        self.table.lock().is_empty()
+    }
+
     /// Takes `fid` out of the table (Tclunk, Tremove).
     pub fn remove(&self, fid: Fid) -> Option<Entry<T>> {
         self.table.lock().remove(&fid)

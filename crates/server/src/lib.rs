@@ -12,7 +12,9 @@
 //! MUNGE, or by what the connection itself proves.
 //!
 //! The stream extension (docs/streams.md) is offered to clients that ask
-//! for it at Tversion, within [`StreamLimits`].
+//! for it at Tversion, within [`StreamLimits`]; so is the resume extension
+//! (docs/resume.md), which keeps a session whose connection was lost for a
+//! new connection to take over, within [`ResumeLimits`].
 //!
 //! [`queue`] has Plan 9's stream queues, for devices served as files:
 //! pipes, network conversations.
@@ -30,6 +32,7 @@ mod dirread;
 mod dispatch;
 mod error;
 mod fids;
+mod resume;
 mod server;
 mod session;
 mod stat;
@@ -45,5 +48,6 @@ pub use auth::Policy;
 pub use error::{Error, Result};
 pub use fs::{Attr, Cx, DirEntry, Filesystem, Opened, SetAttr, SetTime, Time, User};
 pub use ninep_transport::Peer;
+pub use resume::ResumeLimits;
 pub use server::{Limits, Server, Spawned, StreamLimits};
 pub use session::MIN_MSIZE;

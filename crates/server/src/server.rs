@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Policy;
 use crate::fids::ExclusiveFiles;
 use crate::fs::Filesystem;
+use crate::resume::{ResumeLimits, Sessions};
 use crate::session;
 
 /// The explicit limits of a server. Past one, the peer gets an error and
@@ -67,20 +68,22 @@ impl Default for StreamLimits {
 }
 
 /// What every connection of a server shares.
-pub(crate) struct Shared<F> {
+pub(crate) struct Shared<F: Filesystem> {
     pub fs: F,
     pub limits: Limits,
     pub stream_limits: StreamLimits,
     pub policy: Policy,
     pub exclusive: ExclusiveFiles,
+    /// The sessions that may be taken over (the resume extension).
+    pub sessions: Sessions<F>,
 }
 
 /// Serves a [`Filesystem`] over any number of connections.
-pub struct Server<F> {
+pub struct Server<F: Filesystem> {
     shared: Arc<Shared<F>>,
 }
 
-impl<F> Clone for Server<F> {
+impl<F: Filesystem> Clone for Server<F> {
     fn clone(&self) -> Self {
         Server {
             shared: self.shared.clone(),
@@ -88,7 +91,7 @@ impl<F> Clone for Server<F> {
     }
 }
 
-impl<F> std::fmt::Debug for Server<F> {
+impl<F: Filesystem> std::fmt::Debug for Server<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("limits", &self.shared.limits)
@@ -121,8 +124,21 @@ impl<F: Filesystem> Server<F> {
                 stream_limits,
                 policy,
                 exclusive: ExclusiveFiles::default(),
+                sessions: Sessions::new(ResumeLimits::default()),
             }),
         }
+    }
+
+    /// Keeps sessions whose connection was lost as `limits` says, from now
+    /// on (the resume extension, docs/resume.md); `sessions: 0` stops
+    /// offering it.
+    pub fn set_resume_limits(&self, limits: ResumeLimits) {
+        self.shared.sessions.set_limits(limits);
+    }
+
+    /// The limits of the resume extension.
+    pub fn resume_limits(&self) -> ResumeLimits {
+        self.shared.sessions.limits()
     }
 
     /// Who may attach.
@@ -221,6 +237,7 @@ impl<F: Filesystem> Server<F> {
         }
         stop.cancel();
         while conns.join_next().await.is_some() {}
+        self.shared.sessions.end_all().await;
         Ok(())
     }
 
@@ -263,6 +280,7 @@ impl<F: Filesystem> Server<F> {
             () = shutdown => stop.cancel(),
         }
         serving.await;
+        self.shared.sessions.end_all().await;
     }
 }
 

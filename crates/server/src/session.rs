@@ -8,6 +8,10 @@
 //! the entry of the request it flushes and queues Rflush under the same lock,
 //! so no reply to a flushed tag can follow its Rflush.
 //!
+//! A session with a resume token (the resume extension, [`crate::resume`])
+//! outlives its connection: when the connection is lost it is detached
+//! rather than reset, and a new connection may take it over.
+//!
 //! Memory held for a peer is bounded even if it never reads: at most
 //! `Limits::requests` requests run at once, and at most as many replies wait
 //! for the socket. Past that, a finished request waits for room before it
@@ -26,6 +30,7 @@ use ninep_transport::{Frame, FrameCodec, Peer, Room, Stream, Writer};
 use ninep_wire::*;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -37,6 +42,7 @@ use crate::dispatch::{Handler, Resolved};
 use crate::error::Error;
 use crate::fids::{Entry, Fids, Pending, Refusal};
 use crate::fs::{Filesystem, User};
+use crate::resume::{Kept, new_token};
 use crate::server::Shared;
 use crate::stream::{self, StreamIo};
 
@@ -44,12 +50,14 @@ use crate::stream::{self, StreamIo};
 pub const MIN_MSIZE: u32 = 256;
 
 /// What Tversion settled.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Session {
     pub dialect: Dialect,
     pub msize: u32,
     /// The stream extension (docs/streams.md) was agreed.
     pub stream_extension: bool,
+    /// The resume extension (docs/resume.md) was agreed.
+    pub resume_extension: bool,
 }
 
 impl Session {
@@ -57,6 +65,7 @@ impl Session {
         Protocol {
             dialect: self.dialect,
             streams: self.stream_extension,
+            resume: self.resume_extension,
         }
     }
 }
@@ -68,16 +77,19 @@ struct Inflight {
     stream_io: Option<StreamIo>,
 }
 
-/// The state of one connection shared with its request tasks.
+/// The state of one session shared with its request tasks: of one
+/// connection, or of several one after the other if it is taken over.
 pub(crate) struct Conn<F: Filesystem> {
     pub shared: Arc<Shared<F>>,
-    /// Who is at the other end, as the transport tells.
+    /// Who is at the other end, as the transport tells (of the first
+    /// connection, if the session was taken over).
     pub peer: Peer,
     pub fids: Fids<F::File>,
     /// Numbers the qids of authentication fids.
     next_afid: AtomicU64,
-    inflight: Mutex<HashMap<u16, Inflight>>,
-    replies: Writer,
+    live: Mutex<Live>,
+    /// Woken when the session is detached from its connection.
+    detached: Notify,
     next_id: AtomicU64,
     /// The reader holds bytes of requests read but not yet handled.
     more: AtomicBool,
@@ -86,12 +98,77 @@ pub(crate) struct Conn<F: Filesystem> {
     pub tasks: TaskTracker,
 }
 
+/// What the reader and the request tasks of a session change under one
+/// lock: so a reply is held (for a take-over) in the same step as it is
+/// sent, and goes to the connection the session has at that moment.
+struct Live {
+    inflight: HashMap<u16, Inflight>,
+    /// The writer of the session's connection; while it has none, one that
+    /// drops what it is given.
+    replies: Arc<Writer>,
+    /// What a take-over needs, once Tsession gave the session a token.
+    kept: Option<Kept>,
+}
+
+impl Live {
+    /// Sends `frame`, the reply on `tag`, at once if it is `alone`, else
+    /// queues it; a session with a token holds it too. One on a
+    /// connection that holds more than `limit` replies (a client that uses
+    /// that many tags) gives up its token rather than hold more; a detached
+    /// one holds at most the replies of the requests it had in flight
+    /// besides.
+    fn post(&mut self, room: Room<'_>, tag: u16, frame: Frame, alone: bool, limit: usize) {
+        if let Some(kept) = self.kept.as_mut() {
+            kept.held.insert(tag, frame.clone());
+            if kept.held.len() > limit && kept.hangup.is_some() {
+                tracing::warn!("a session holds replies on {limit} tags: it can no longer resume");
+                self.kept = None;
+            }
+        }
+        if alone {
+            room.send(frame);
+        } else {
+            room.queue(frame);
+        }
+    }
+}
+
+/// The connection a session is served on, as a take-over needs it.
+struct Link {
+    writer: Arc<Writer>,
+    /// Cuts the connection (when another takes its session over).
+    hangup: CancellationToken,
+}
+
 impl<F: Filesystem> Conn<F> {
+    /// Waits for room in the reply queue of the session's connection, then
+    /// runs `put` with the room and the locked state; if the session moved
+    /// to another connection meanwhile, it waits for room there instead.
+    async fn with_room<T>(&self, put: impl FnOnce(&mut Live, Room<'_>) -> T) -> T {
+        loop {
+            let writer = self.live.lock().replies.clone();
+            let room = writer.room().await;
+            let mut live = self.live.lock();
+            if Arc::ptr_eq(&live.replies, &writer) {
+                return put(&mut live, room);
+            }
+        }
+    }
+
     /// Sends a reply the reader makes itself, once there is room for it.
     async fn send(&self, session: Session, tag: u16, msg: Msg) {
-        let room = self.replies.room().await;
-        let alone = self.alone(&self.inflight.lock());
-        post(room, encode_reply(Fcall { tag, msg }, session), alone);
+        let limit = self.shared.limits.requests;
+        self.with_room(|live, room| {
+            let alone = self.alone(&live.inflight);
+            live.post(
+                room,
+                tag,
+                encode_reply(Fcall { tag, msg }, session),
+                alone,
+                limit,
+            );
+        })
+        .await
     }
 
     /// True if no other reply is on its way to share a write with one
@@ -105,36 +182,49 @@ impl<F: Filesystem> Conn<F> {
     /// Queues one of several replies of stream `id` (a piece, a credit)
     /// unless it was flushed; false if it was.
     pub(crate) async fn send_piece(&self, session: Session, tag: u16, id: u64, msg: Msg) -> bool {
-        let room = self.replies.room().await;
-        let inflight = self.inflight.lock();
-        let live = inflight.get(&tag).is_some_and(|e| e.id == id);
-        if live {
-            // More pieces follow: no hurry.
-            room.queue(encode_reply(Fcall { tag, msg }, session));
-        }
-        live
+        self.with_room(|live, room| {
+            let going = live.inflight.get(&tag).is_some_and(|e| e.id == id);
+            if going {
+                // More pieces follow: no hurry.
+                room.queue(encode_reply(Fcall { tag, msg }, session));
+            }
+            going
+        })
+        .await
     }
 
     /// Queues the reply of request `id` unless it was flushed. The room is
     /// taken first, so that a flush cannot come between the check and the
     /// send.
     async fn finish(&self, session: Session, tag: u16, id: u64, msg: Msg) {
-        let room = self.replies.room().await;
-        let mut inflight = self.inflight.lock();
-        if inflight.get(&tag).is_some_and(|e| e.id == id) {
-            inflight.remove(&tag);
-            let alone = self.alone(&inflight);
-            post(room, encode_reply(Fcall { tag, msg }, session), alone);
-        }
+        let limit = self.shared.limits.requests;
+        self.with_room(|live, room| {
+            if live.inflight.get(&tag).is_some_and(|e| e.id == id) {
+                live.inflight.remove(&tag);
+                let alone = self.alone(&live.inflight);
+                let frame = encode_reply(Fcall { tag, msg }, session);
+                live.post(room, tag, frame, alone, limit);
+            }
+        })
+        .await
     }
-}
 
-/// Sends `frame` at once if it is `alone`, else queues it.
-fn post(room: Room<'_>, frame: Frame, alone: bool) {
-    if alone {
-        room.send(frame);
-    } else {
-        room.queue(frame);
+    /// The number of the session's detachment under way, if it has no
+    /// connection.
+    pub(crate) fn detachment(&self) -> Option<u64> {
+        self.live.lock().kept.as_ref()?.detached
+    }
+
+    /// Takes the token from a detached session whose detachment number
+    /// `ends`, so that nothing takes it over any more; returns what its
+    /// Tversion settled, for the reset that ends it.
+    pub(crate) fn end_detached(&self, ends: impl Fn(u64) -> bool) -> Option<Session> {
+        let mut live = self.live.lock();
+        let number = live.kept.as_ref()?.detached?;
+        if !ends(number) {
+            return None;
+        }
+        live.kept.take().map(|kept| kept.session)
     }
 }
 
@@ -168,24 +258,33 @@ pub(crate) async fn serve<F: Filesystem>(
 ) {
     let (reader, writer) = tokio::io::split(link);
     let (replies, flusher) = Writer::spawn(writer, shared.limits.requests);
-    let conn = Arc::new(Conn {
+    let link = Link {
+        writer: Arc::new(replies),
+        hangup: CancellationToken::new(),
+    };
+    let limits = shared.limits.clone();
+    let mut conn = Arc::new(Conn {
         fids: Fids::new(shared.limits.fids),
         next_afid: AtomicU64::new(0),
         peer,
         shared,
-        inflight: Mutex::new(HashMap::new()),
-        replies,
+        live: Mutex::new(Live {
+            inflight: HashMap::new(),
+            replies: link.writer.clone(),
+            kept: None,
+        }),
+        detached: Notify::new(),
         next_id: AtomicU64::new(0),
         more: AtomicBool::new(false),
         tasks: TaskTracker::new(),
     });
-    let limits = conn.shared.limits.clone();
     let mut frames = FramedRead::new(reader, FrameCodec::new(limits.msize, Dialect::Base));
     let mut session: Option<Session> = None;
     loop {
         let frame = tokio::select! {
             frame = frames.next() => frame,
             () = shutdown.cancelled() => break,
+            () = link.hangup.cancelled() => break,
         };
         let frame = match frame {
             Some(Ok(frame)) => frame,
@@ -198,18 +297,26 @@ pub(crate) async fn serve<F: Filesystem>(
         let more = !frames.read_buffer().is_empty();
         conn.more.store(more, Ordering::Relaxed);
         // The reader may wait for room for a reply; shutdown ends that too.
-        let new = tokio::select! {
-            new = receive(&conn, &mut session, frame) => new,
+        let turn = tokio::select! {
+            turn = receive(&conn, &mut session, frame, &link) => turn,
             () = shutdown.cancelled() => break,
+            () = link.hangup.cancelled() => break,
         };
-        if let Some(new) = new {
-            frames.decoder_mut().set_msize(new.msize);
-            frames.decoder_mut().set_dialect(new.dialect);
+        match turn {
+            Some(Turn::Version(new)) => {
+                frames.decoder_mut().set_msize(new.msize);
+                frames.decoder_mut().set_dialect(new.dialect);
+            }
+            Some(Turn::TakenOver(kept)) => conn = kept,
+            None => {}
         }
     }
-    let dialect = session.map_or(Dialect::Base, |s| s.dialect);
-    reset(&conn, dialect).await;
+    if shutdown.is_cancelled() || !detach(&conn).await {
+        let dialect = session.map_or(Dialect::Base, |s| s.dialect);
+        reset(&conn, dialect).await;
+    }
     drop(conn);
+    drop(link);
     // The replies left go out, unless the peer does not read them and the
     // server is stopping.
     tokio::select! {
@@ -218,21 +325,35 @@ pub(crate) async fn serve<F: Filesystem>(
     }
 }
 
-/// Handles one frame; returns the new session if it was a Tversion.
+/// What a frame changed for the connection's reader.
+enum Turn<F: Filesystem> {
+    /// A Tversion settled a new session.
+    Version(Session),
+    /// A Tresume handed the connection this kept session.
+    TakenOver(Arc<Conn<F>>),
+}
+
+/// Handles one frame.
 async fn receive<F: Filesystem>(
     conn: &Arc<Conn<F>>,
     session: &mut Option<Session>,
     frame: Bytes,
-) -> Option<Session> {
+    link: &Link,
+) -> Option<Turn<F>> {
     let current = session.unwrap_or(Session {
         dialect: Dialect::Base,
         msize: conn.shared.limits.msize,
         stream_extension: false,
+        resume_extension: false,
     });
     let header = match Header::decode(&frame) {
         Ok(h) => h,
         Err(_) => return None, // the framing codec already checked the size
     };
+    if let Some(kept) = conn.live.lock().kept.as_mut() {
+        let in_stream = header.ty == Tsdata::TYPE || header.ty == Tscredit::TYPE;
+        kept.received(header.tag, !in_stream);
+    }
     let fcall = match Fcall::decode(frame, current.protocol()) {
         Ok(fcall) => fcall,
         Err(e) => {
@@ -249,11 +370,15 @@ async fn receive<F: Filesystem>(
     let tag = fcall.tag;
     if let Msg::Tversion(v) = &fcall.msg {
         reset(conn, current.dialect).await;
-        let offered = conn.shared.stream_limits.streams > 0;
+        let offered = Protocol {
+            dialect: current.dialect,
+            streams: conn.shared.stream_limits.streams > 0,
+            resume: conn.shared.sessions.offered(),
+        };
         let (reply, new) = version(v, conn.shared.limits.msize, offered);
         *session = new;
         conn.send(new.unwrap_or(current), tag, reply).await;
-        return new;
+        return new.map(Turn::Version);
     }
     let Some(current) = *session else {
         let err = Error::with_errno(Errno::EPROTO, "version not negotiated");
@@ -271,8 +396,22 @@ async fn receive<F: Filesystem>(
         flush(conn, current, tag, f.oldtag).await;
         return None;
     }
+    if let Msg::Tsession(_) = &fcall.msg {
+        keep(conn, current, tag, link).await;
+        return None;
+    }
+    if let Msg::Tresume(t) = &fcall.msg {
+        return match take_over(conn, current, tag, t.token, link).await {
+            Ok(kept) => Some(Turn::TakenOver(kept)),
+            Err(err) => {
+                conn.send(current, tag, error_reply(&err, current.dialect))
+                    .await;
+                None
+            }
+        };
+    }
     if let Msg::Tscredit(_) | Msg::Tsdata(_) = &fcall.msg {
-        if let Some(Some(io)) = conn.inflight.lock().get(&tag).map(|e| &e.stream_io) {
+        if let Some(Some(io)) = conn.live.lock().inflight.get(&tag).map(|e| &e.stream_io) {
             io.deliver(fcall.msg);
         }
         return None;
@@ -319,7 +458,7 @@ async fn receive<F: Filesystem>(
         return None;
     }
     let task = conn.tasks.spawn(request);
-    if let Some(entry) = conn.inflight.lock().get_mut(&tag)
+    if let Some(entry) = conn.live.lock().inflight.get_mut(&tag)
         && entry.id == id
     {
         entry.abort = Some(task.abort_handle());
@@ -335,7 +474,8 @@ fn admit<F: Filesystem>(
     id: u64,
     stream_io: Option<StreamIo>,
 ) -> Result<(), Error> {
-    let mut inflight = conn.inflight.lock();
+    let mut live = conn.live.lock();
+    let inflight = &mut live.inflight;
     if inflight.contains_key(&tag) {
         return Err(Error::with_errno(Errno::EPROTO, "duplicate tag"));
     }
@@ -360,9 +500,9 @@ fn admit<F: Filesystem>(
     Ok(())
 }
 
-/// Tversion: picks the dialect and msize, and the stream extension if it
-/// was asked for and `offered`, or answers `unknown`.
-fn version(v: &Tversion, max_msize: u32, offered: bool) -> (Msg, Option<Session>) {
+/// Tversion: picks the dialect and msize, and the extensions asked for and
+/// `offered`, or answers `unknown`.
+fn version(v: &Tversion, max_msize: u32, offered: Protocol) -> (Msg, Option<Session>) {
     let msize = v.msize.min(max_msize);
     match Protocol::from_version(&v.version) {
         // Too small to carry anything useful: refuse, as lib9p does.
@@ -371,14 +511,12 @@ fn version(v: &Tversion, max_msize: u32, offered: bool) -> (Msg, Option<Session>
             (error_reply(&err, Dialect::Base), None)
         }
         Some(asked) => {
-            let p = Protocol {
-                dialect: asked.dialect,
-                streams: asked.streams && offered,
-            };
+            let p = asked.within(offered);
             let session = Session {
                 dialect: p.dialect,
                 msize,
                 stream_extension: p.streams,
+                resume_extension: p.resume,
             };
             let reply = Rversion {
                 msize,
@@ -399,27 +537,166 @@ fn version(v: &Tversion, max_msize: u32, offered: bool) -> (Msg, Option<Session>
 
 /// Tflush: cancels `oldtag` if it is still running, then answers.
 async fn flush<F: Filesystem>(conn: &Conn<F>, session: Session, tag: u16, oldtag: u16) {
-    let room = conn.replies.room().await;
-    let mut inflight = conn.inflight.lock();
-    if let Some(entry) = inflight.remove(&oldtag)
-        && let Some(abort) = entry.abort
-    {
-        abort.abort();
+    let limit = conn.shared.limits.requests;
+    conn.with_room(|live, room| {
+        if let Some(entry) = live.inflight.remove(&oldtag)
+            && let Some(abort) = entry.abort
+        {
+            abort.abort();
+        }
+        let alone = conn.alone(&live.inflight);
+        let frame = encode_reply(Fcall::new(tag, Rflush {}), session);
+        live.post(room, tag, frame, alone, limit);
+    })
+    .await
+}
+
+/// Tsession: gives the session a token, and counts its requests and holds
+/// its replies from then on.
+async fn keep<F: Filesystem>(conn: &Arc<Conn<F>>, current: Session, tag: u16, link: &Link) {
+    let token = if conn.live.lock().kept.is_some() {
+        Err(Error::with_errno(Errno::EINVAL, "the session has a token"))
+    } else {
+        new_token().map_err(|e| Error::with_errno(Errno::EIO, format!("no token: {e}")))
+    };
+    let token = match token {
+        Ok(token) => token,
+        Err(err) => {
+            conn.send(current, tag, error_reply(&err, current.dialect))
+                .await;
+            return;
+        }
+    };
+    // Sent before the session keeps anything: the count starts after it.
+    conn.send(current, tag, Rsession { token }.into()).await;
+    conn.live.lock().kept = Some(Kept {
+        session: current,
+        received: 0,
+        held: HashMap::new(),
+        hangup: Some(link.hangup.clone()),
+        detached: None,
+    });
+    conn.shared.sessions.add(token, conn.clone());
+}
+
+/// Tresume: hands the session of `token` to this connection, which must
+/// have done nothing since Tversion, in the same dialect, extensions and
+/// msize. A session still on another connection is cut from it first
+/// (the token is proof enough that its client asks). Rresume goes out on
+/// the new connection, then every reply held, then what the requests still
+/// running answer.
+async fn take_over<F: Filesystem>(
+    fresh: &Arc<Conn<F>>,
+    current: Session,
+    tag: u16,
+    token: Token,
+    link: &Link,
+) -> Result<Arc<Conn<F>>, Error> {
+    let untouched = {
+        let live = fresh.live.lock();
+        live.kept.is_none() && live.inflight.is_empty()
+    } && fresh.fids.is_empty();
+    if !untouched {
+        let why = "Tresume must come first after Tversion";
+        return Err(Error::with_errno(Errno::EINVAL, why));
     }
-    let alone = conn.alone(&inflight);
-    post(
-        room,
-        encode_reply(Fcall::new(tag, Rflush {}), session),
-        alone,
-    );
+    let refused = || Error::with_errno(Errno::EPERM, "resume refused: unknown or expired token");
+    let conn = fresh.shared.sessions.find(&token).ok_or_else(refused)?;
+    loop {
+        let detached = conn.detached.notified();
+        tokio::pin!(detached);
+        detached.as_mut().enable();
+        {
+            let mut live = conn.live.lock();
+            let live = &mut *live;
+            let kept = live.kept.as_mut().ok_or_else(refused)?;
+            if kept.session != current {
+                let s = kept.session;
+                let why = format!(
+                    "resume refused: the session speaks {} with msize {}",
+                    s.protocol(),
+                    s.msize
+                );
+                return Err(Error::with_errno(Errno::EINVAL, why));
+            }
+            match &kept.hangup {
+                Some(other) => other.cancel(),
+                None => {
+                    kept.hangup = Some(link.hangup.clone());
+                    kept.detached = None;
+                    let held = u32::try_from(kept.held.len()).expect("held replies are bounded");
+                    let reply = Rresume {
+                        received: kept.received,
+                        held,
+                    };
+                    live.replies = link.writer.clone();
+                    live.replies
+                        .queue(encode_reply(Fcall::new(tag, reply), current));
+                    for frame in kept.held.values() {
+                        live.replies.queue(frame.clone());
+                    }
+                    tracing::debug!(
+                        "session taken over by {}: {} requests received, {held} replies held",
+                        fresh.peer,
+                        kept.received
+                    );
+                    break;
+                }
+            }
+        }
+        // Its connection is being cut; it detaches at once.
+        detached.await;
+    }
+    Ok(conn)
+}
+
+/// Keeps the session of a lost connection for a take-over if it has a
+/// token: requests go on and their replies are held; streams end, since
+/// they cannot go on without their connection. It ends after the grace
+/// period unless taken over. False if it has no token.
+async fn detach<F: Filesystem>(conn: &Arc<Conn<F>>) -> bool {
+    let sessions = &conn.shared.sessions;
+    let number = sessions.next_detachment();
+    let (sink, _) = Writer::spawn(tokio::io::sink(), conn.shared.limits.requests);
+    {
+        let mut live = conn.live.lock();
+        let live = &mut *live;
+        let Some(kept) = live.kept.as_mut() else {
+            return false;
+        };
+        kept.hangup = None;
+        kept.detached = Some(number);
+        live.replies = Arc::new(sink);
+        live.inflight.retain(|_, entry| {
+            let stream = entry.stream_io.is_some();
+            if stream && let Some(abort) = &entry.abort {
+                abort.abort();
+            }
+            !stream
+        });
+    }
+    conn.detached.notify_waiters();
+    let grace = sessions.limits().grace;
+    let timer = conn.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(grace).await;
+        timer.shared.sessions.expire(&timer, number).await;
+    });
+    sessions.enforce_limit().await;
+    true
 }
 
 /// Ends the session: cancels every request, waits until each has ended
 /// (an end of a fid among them runs to its end), then ends every fid left.
 /// Nothing of the old session then runs on into the next: no request holds
 /// a fid, and every file it held for exclusive use is free.
-async fn reset<F: Filesystem>(conn: &Arc<Conn<F>>, dialect: Dialect) {
-    let cancelled: Vec<Inflight> = conn.inflight.lock().drain().map(|(_, e)| e).collect();
+pub(crate) async fn reset<F: Filesystem>(conn: &Arc<Conn<F>>, dialect: Dialect) {
+    let cancelled: Vec<Inflight> = {
+        let mut live = conn.live.lock();
+        live.kept = None;
+        live.inflight.drain().map(|(_, e)| e).collect()
+    };
+    conn.shared.sessions.forget(conn);
     for entry in cancelled {
         if let Some(abort) = entry.abort {
             abort.abort();

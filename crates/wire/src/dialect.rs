@@ -1,5 +1,5 @@
-//! The three living dialects of 9P, the stream extension on top of them, and
-//! how a Tversion string names them.
+//! The three living dialects of 9P, the stream and resume extensions on top
+//! of them, and how a Tversion string names them.
 
 use std::fmt;
 
@@ -78,32 +78,69 @@ impl fmt::Display for Dialect {
 /// (`docs/streams.md`) on top of a dialect: `9P2000.L.stream`.
 pub const STREAM_SUFFIX: &str = ".stream";
 
-/// What a connection speaks: a dialect and, if both ends agreed to it in
-/// Tversion/Rversion, the stream extension, whose messages exist only then.
+/// The suffix of a version string that asks for the resume extension
+/// (`docs/resume.md`): `9P2000.L.resume`, or after the stream extension's,
+/// never before it: `9P2000.L.stream.resume`.
+pub const RESUME_SUFFIX: &str = ".resume";
+
+/// What a connection speaks: a dialect and the extensions both ends agreed
+/// to in Tversion/Rversion, whose messages exist only then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Protocol {
     /// The dialect.
     pub dialect: Dialect,
     /// True if the stream extension was agreed to.
     pub streams: bool,
+    /// True if the resume extension was agreed to.
+    pub resume: bool,
 }
 
 impl Protocol {
     /// The version string for Tversion/Rversion.
     pub fn version(self) -> String {
-        let suffix = if self.streams { STREAM_SUFFIX } else { "" };
-        format!("{}{suffix}", self.dialect.version())
+        let streams = if self.streams { STREAM_SUFFIX } else { "" };
+        let resume = if self.resume { RESUME_SUFFIX } else { "" };
+        format!("{}{streams}{resume}", self.dialect.version())
     }
 
     /// What a version string asks for: the dialect as
-    /// [`Dialect::from_version`] reads it, with streams if the string is
-    /// exactly that dialect's name and [`STREAM_SUFFIX`].
+    /// [`Dialect::from_version`] reads it, with the extensions its suffix
+    /// names if the string is exactly that dialect's name and
+    /// [`STREAM_SUFFIX`], [`RESUME_SUFFIX`] or both in that order. Any
+    /// other suffix asks for the plain dialect.
     pub fn from_version(version: &str) -> Option<Protocol> {
         let dialect = Dialect::from_version(version)?;
-        let streams = version
-            .strip_prefix(dialect.version())
-            .is_some_and(|rest| rest == STREAM_SUFFIX);
-        Some(Protocol { dialect, streams })
+        let rest = version.strip_prefix(dialect.version()).unwrap_or_default();
+        let (streams, rest) = match rest.strip_prefix(STREAM_SUFFIX) {
+            Some(rest) => (true, rest),
+            None => (false, rest),
+        };
+        let (resume, rest) = match rest.strip_prefix(RESUME_SUFFIX) {
+            Some(rest) => (true, rest),
+            None => (false, rest),
+        };
+        Some(match rest {
+            "" => Protocol {
+                dialect,
+                streams,
+                resume,
+            },
+            _ => dialect.into(),
+        })
+    }
+
+    /// The same, without the extensions `offered` lacks.
+    pub fn within(self, offered: Protocol) -> Protocol {
+        Protocol {
+            dialect: self.dialect,
+            streams: self.streams && offered.streams,
+            resume: self.resume && offered.resume,
+        }
+    }
+
+    /// True if every extension of `self` is one of `other`'s too.
+    pub fn is_within(self, other: Protocol) -> bool {
+        self.dialect == other.dialect && self.within(other) == self
     }
 }
 
@@ -113,6 +150,7 @@ impl From<Dialect> for Protocol {
         Protocol {
             dialect,
             streams: false,
+            resume: false,
         }
     }
 }
@@ -133,7 +171,12 @@ impl DialectSet {
     pub(crate) const BASE_U: DialectSet = DialectSet(1 | 2);
     pub(crate) const L: DialectSet = DialectSet(4);
     /// The stream extension's messages: every dialect, once negotiated.
-    pub(crate) const STREAMS: DialectSet = DialectSet(1 | 2 | 4 | 8);
+    pub(crate) const STREAMS: DialectSet = DialectSet(1 | 2 | 4 | Self::STREAM_BIT);
+    /// The resume extension's messages: every dialect, once negotiated.
+    pub(crate) const RESUME: DialectSet = DialectSet(1 | 2 | 4 | Self::RESUME_BIT);
+
+    const STREAM_BIT: u8 = 8;
+    const RESUME_BIT: u8 = 16;
 
     /// True if the dialect has the message (whatever was negotiated).
     pub(crate) fn contains(self, d: Dialect) -> bool {
@@ -142,12 +185,19 @@ impl DialectSet {
 
     /// True if a connection speaking `p` has the message.
     pub(crate) fn admits(self, p: Protocol) -> bool {
-        self.contains(p.dialect) && (self.0 & 8 == 0 || p.streams)
+        self.contains(p.dialect)
+            && (self.0 & Self::STREAM_BIT == 0 || p.streams)
+            && (self.0 & Self::RESUME_BIT == 0 || p.resume)
     }
 
     /// True for the stream extension's messages.
+    pub(crate) fn is_stream_extension(self) -> bool {
+        self.0 & Self::STREAM_BIT != 0
+    }
+
+    /// True for the messages of either extension.
     pub(crate) fn is_extension(self) -> bool {
-        self.0 & 8 != 0
+        self.0 & (Self::STREAM_BIT | Self::RESUME_BIT) != 0
     }
 }
 
@@ -173,8 +223,14 @@ mod tests {
     fn stream_version_strings() {
         for dialect in Dialect::ALL {
             for streams in [false, true] {
-                let p = Protocol { dialect, streams };
-                assert_eq!(Protocol::from_version(&p.version()), Some(p));
+                for resume in [false, true] {
+                    let p = Protocol {
+                        dialect,
+                        streams,
+                        resume,
+                    };
+                    assert_eq!(Protocol::from_version(&p.version()), Some(p));
+                }
             }
         }
         assert_eq!(
@@ -193,5 +249,30 @@ mod tests {
             let p = Protocol::from_version(plain).expect("a dialect");
             assert!(!p.streams, "{plain}");
         }
+    }
+
+    #[test]
+    fn resume_version_strings() {
+        let both = Protocol::from_version("9P2000.L.stream.resume").expect("a dialect");
+        assert!(both.streams && both.resume);
+        assert_eq!(both.version(), "9P2000.L.stream.resume");
+        let resume = Protocol::from_version("9P2000.u.resume").expect("a dialect");
+        assert!(!resume.streams && resume.resume);
+        // Any other order or suffix asks for the plain dialect.
+        for plain in [
+            "9P2000.L.resume.stream",
+            "9P2000.L.resume.x",
+            "9P2000.L.stream.resumes",
+            "9P2000.L.Google.resume",
+            "9P2000.L.resume.resume",
+        ] {
+            let p = Protocol::from_version(plain).expect("a dialect");
+            assert_eq!(p, Protocol::from(Dialect::L), "{plain}");
+        }
+        let l_resume = Protocol::from_version("9P2000.L.resume").expect("a dialect");
+        assert!(l_resume.is_within(both));
+        assert!(!both.is_within(l_resume));
+        assert!(!resume.is_within(both), "another dialect");
+        assert_eq!(both.within(l_resume), l_resume);
     }
 }

@@ -18,6 +18,8 @@ pub(crate) struct Reader {
     pub(crate) dialect: Dialect,
     /// The stream extension was negotiated: its messages decode.
     pub(crate) streams: bool,
+    /// The resume extension was negotiated: its messages decode.
+    pub(crate) resume: bool,
 }
 
 impl Reader {
@@ -27,6 +29,7 @@ impl Reader {
             pos,
             dialect,
             streams: false,
+            resume: false,
         }
     }
 
@@ -190,6 +193,17 @@ impl Field for Qid {
         self.ty.0.encode(w)?;
         self.version.encode(w)?;
         self.path.encode(w)
+    }
+}
+
+/// The 16 bytes of a resume token, as they are.
+impl Field for crate::Token {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(crate::Token(r.array()?))
+    }
+    fn encode(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
+        w.head.put_slice(&self.0);
+        Ok(())
     }
 }
 

@@ -41,7 +41,7 @@ mod text;
 pub mod consts;
 pub mod convert;
 
-pub use dialect::{Dialect, Protocol, STREAM_SUFFIX};
+pub use dialect::{Dialect, Protocol, RESUME_SUFFIX, STREAM_SUFFIX};
 pub use errno::Errno;
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use message::*;
@@ -81,5 +81,35 @@ impl std::fmt::Display for Fid {
     /// Plan 9 prints fids signed, so NOFID reads as -1 in traces.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.0 as i32)
+    }
+}
+
+/// The secret that takes a session over on a new connection (the resume
+/// extension, docs/resume.md). It prints as its length alone, so that
+/// traces do not give it away, and compares in constant time, so that the
+/// time a comparison takes does not either.
+#[derive(Clone, Copy, Eq)]
+pub struct Token(pub [u8; 16]);
+
+impl PartialEq for Token {
+    fn eq(&self, other: &Token) -> bool {
+        let differ = self
+            .0
+            .iter()
+            .zip(other.0)
+            .fold(0, |acc, (a, b)| acc | (a ^ b));
+        std::hint::black_box(differ) == 0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "({} bytes)", self.0.len())
     }
 }

@@ -10,7 +10,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::dialect::{DialectSet, Protocol};
 use crate::error::{DecodeError, DecodeErrorKind, EncodeError};
 use crate::field::{Field, Reader, Writer};
-use crate::{Fid, HEADER_LEN, NONUNAME, Name, Qid, Stat};
+use crate::{Fid, HEADER_LEN, NONUNAME, Name, Qid, Stat, Token};
 
 /// Defines the message structs, [`Msg`], and their encoders and decoders from
 /// one table, so that a layout is written once.
@@ -86,6 +86,12 @@ macro_rules! messages {
 
             /// True for the messages of the stream extension (`docs/streams.md`).
             pub fn is_stream_extension(&self) -> bool {
+                match self { $( Msg::$name(_) => DialectSet::$dialects.is_stream_extension(), )* }
+            }
+
+            /// True for the messages of an extension, which exist only once
+            /// Tversion agreed to it.
+            pub fn is_extension(&self) -> bool {
                 match self { $( Msg::$name(_) => DialectSet::$dialects.is_extension(), )* }
             }
 
@@ -94,7 +100,7 @@ macro_rules! messages {
             }
 
             fn decode_body(ty: u8, r: &mut Reader) -> Result<Msg, DecodeError> {
-                let p = Protocol { dialect: r.dialect, streams: r.streams };
+                let p = Protocol { dialect: r.dialect, streams: r.streams, resume: r.resume };
                 match ty {
                     $( $ty if DialectSet::$dialects.admits(p) =>
                         $name::decode_body(r).map(Msg::$name), )*
@@ -257,6 +263,21 @@ messages! {
     /// The client grants `credit` more bytes of Rsread to the read stream on
     /// this tag. Not answered by itself.
     Tscredit = 166 in STREAMS { credit: u32 }
+
+    // The resume extension (docs/resume.md), in any dialect once Tversion
+    // and Rversion agreed to it.
+
+    /// Asks for the session's resume token. The server counts the requests
+    /// it receives from Rsession on.
+    Tsession = 170 in RESUME {}
+    /// The secret that takes the session over on a new connection.
+    Rsession = 171 in RESUME { token: Token }
+    /// Takes over the session of `token`, kept since its connection was lost.
+    Tresume = 172 in RESUME { token: Token }
+    /// The session is this connection's. The server received `received`
+    /// requests since Rsession; the `held` replies that follow are the last
+    /// on each tag that the client may not have received.
+    Rresume = 173 in RESUME { received: u64, held: u32 }
 }
 
 /// A request of a known reply: what a successful answer to it holds.
@@ -327,7 +348,7 @@ replies! {
     Tgetattr => Rgetattr, Tsetattr => Rsetattr, Txattrwalk => Rxattrwalk,
     Txattrcreate => Rxattrcreate, Treaddir => Rreaddir, Tfsync => Rfsync, Tlock => Rlock,
     Tgetlock => Rgetlock, Tlink => Rlink, Tmkdir => Rmkdir, Trenameat => Rrenameat,
-    Tunlinkat => Runlinkat,
+    Tunlinkat => Runlinkat, Tsession => Rsession, Tresume => Rresume,
 }
 
 impl Msg {
@@ -422,7 +443,11 @@ impl Fcall {
     /// [`crate::Dialect`], or one with the stream extension). Read and write
     /// payloads become slices of `frame`.
     pub fn decode(frame: Bytes, protocol: impl Into<Protocol>) -> Result<Fcall, DecodeError> {
-        let Protocol { dialect, streams } = protocol.into();
+        let Protocol {
+            dialect,
+            streams,
+            resume,
+        } = protocol.into();
         let header = Header::decode(&frame)?;
         if header.size as usize != frame.len() {
             let kind = DecodeErrorKind::SizeMismatch {
@@ -433,6 +458,7 @@ impl Fcall {
         }
         let mut r = Reader::new(frame, HEADER_LEN, dialect);
         r.streams = streams;
+        r.resume = resume;
         let msg = Msg::decode_body(header.ty, &mut r)?;
         r.finish()?;
         Ok(Fcall {
@@ -467,6 +493,7 @@ impl Fcall {
             if self.msg.admitted_by(Protocol {
                 dialect,
                 streams: true,
+                resume: true,
             }) {
                 return Err(EncodeError::NotNegotiated(self.msg.name()));
             }

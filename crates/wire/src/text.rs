@@ -449,6 +449,11 @@ impl Display for Fcall {
             Msg::Tsdata(m) => write!(f, " count {} {}", m.data.len(), Dump(&m.data)),
             Msg::Rscredit(m) => write!(f, " credit {}", m.credit),
             Msg::Tscredit(m) => write!(f, " credit {}", m.credit),
+
+            Msg::Tsession(_) => Ok(()),
+            Msg::Rsession(m) => write!(f, " token {}", m.token),
+            Msg::Tresume(m) => write!(f, " token {}", m.token),
+            Msg::Rresume(m) => write!(f, " received {} held {}", m.received, m.held),
         }
     }
 }

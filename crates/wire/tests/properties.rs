@@ -21,11 +21,19 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestR
 
 const DIALECTS: [Dialect; 3] = [Dialect::Base, Dialect::U, Dialect::L];
 
-/// Every dialect, plain and with the stream extension.
+/// Every dialect, plain and with each combination of extensions.
 fn protocols() -> Vec<Protocol> {
     DIALECTS
         .into_iter()
-        .flat_map(|dialect| [false, true].map(|streams| Protocol { dialect, streams }))
+        .flat_map(|dialect| {
+            [(false, false), (true, false), (false, true), (true, true)].map(|(streams, resume)| {
+                Protocol {
+                    dialect,
+                    streams,
+                    resume,
+                }
+            })
+        })
         .collect()
 }
 
@@ -55,6 +63,10 @@ fn u16s() -> impl Strategy<Value = u16> {
 
 fn u32s() -> impl Strategy<Value = u32> {
     prop_oneof![6 => any::<u32>(), 1 => Just(0), 1 => Just(u32::MAX)]
+}
+
+fn token() -> impl Strategy<Value = Token> {
+    any::<[u8; 16]>().prop_map(Token)
 }
 
 fn u64s() -> impl Strategy<Value = u64> {
@@ -489,6 +501,13 @@ fn table(d: Dialect) -> Vec<(u8, BoxedStrategy<Msg>)> {
         arb!(Tsdata { data: payload() }),
         arb!(Rscredit { credit: u32s() }),
         arb!(Tscredit { credit: u32s() }),
+        arb!(Tsession {}),
+        arb!(Rsession { token: token() }),
+        arb!(Tresume { token: token() }),
+        arb!(Rresume {
+            received: u64s(),
+            held: u32s()
+        }),
         arb!(Tfsync {
             fid: fid(),
             datasync: prop::option::of(u32s())
@@ -694,7 +713,7 @@ fn every_type_of_every_dialect_has_a_strategy() {
     assert_eq!(distinct.len(), all.len());
     let known: BTreeSet<u8> = protocols().iter().flat_map(|&d| types_in(d)).collect();
     assert_eq!(distinct, known);
-    assert_eq!(all.len(), 73);
+    assert_eq!(all.len(), 77);
 }
 
 #[test]
@@ -770,7 +789,7 @@ fn messages_do_not_encode_in_dialects_that_lack_them() {
             }
             // The stream extension's messages exist in no dialect until
             // Tversion agrees to them.
-            let want = if f.msg.is_stream_extension() {
+            let want = if f.msg.is_extension() {
                 EncodeError::NotNegotiated(f.msg.name())
             } else {
                 EncodeError::NotInDialect(f.msg.name(), other.dialect)

@@ -698,6 +698,7 @@ fn the_stream_extension_examples_decode_only_once_negotiated() {
             let p = Protocol {
                 dialect,
                 streams: true,
+                resume: false,
             };
             let f = Fcall::decode(frame.clone(), p).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(f.to_string(), text);

@@ -150,4 +150,17 @@ impl Filesystem for Flaky {
     async fn clunk(&self, cx: &Cx, file: RamFile) -> Result<()> {
         self.ram.clunk(cx, file).await
     }
+
+    async fn renameat(
+        &self,
+        cx: &Cx,
+        olddir: &RamFile,
+        oldname: &Name,
+        newdir: &RamFile,
+        newname: &Name,
+    ) -> Result<()> {
+        self.ram
+            .renameat(cx, olddir, oldname, newdir, newname)
+            .await
+    }
 }

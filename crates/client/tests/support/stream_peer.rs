@@ -62,6 +62,7 @@ async fn serve(
     let protocol = Protocol {
         dialect: Dialect::L,
         streams: true,
+        resume: false,
     };
     let (r, mut w) = socket.into_split();
     let mut frames = FramedRead::new(r, FrameCodec::new(u32::MAX, Dialect::L));

@@ -1,0 +1,185 @@
+//! The resume extension (docs/resume.md): sessions that outlive their
+//! connection, for a new connection to take over.
+//!
+//! A session gets a token at Tsession. From then on it counts the requests
+//! it receives and holds the last reply on each tag until a new request on
+//! the tag shows that the client received it. When its connection is lost,
+//! the session is detached instead of ended: its fids, open files, locks
+//! and requests running stay as they are, and replies that finish are held.
+//! A connection that presents the token in Tresume takes the session over;
+//! one left alone for the grace period, or the oldest of too many, ends as
+//! a hang-up would have ended it.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ninep_transport::Frame;
+use ninep_wire::Token;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::fs::Filesystem;
+use crate::session::{Conn, Session, reset};
+
+/// How many sessions a server keeps for their client to take over, and
+/// for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct ResumeLimits {
+    /// Most sessions kept detached at once; past it, the one detached
+    /// longest ends. 0 turns the extension off.
+    pub sessions: usize,
+    /// How long a detached session waits to be taken over before it ends.
+    pub grace: Duration,
+}
+
+impl Default for ResumeLimits {
+    fn default() -> Self {
+        ResumeLimits {
+            sessions: 64,
+            grace: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What a session with a token keeps for a take-over.
+pub(crate) struct Kept {
+    /// What Tversion settled, which a connection taking over must match.
+    pub session: Session,
+    /// Requests received since Rsession, on every connection of the session.
+    pub received: u64,
+    /// The last reply on each tag, until a new request on the tag arrives.
+    pub held: HashMap<u16, Frame>,
+    /// Cuts the session's connection, while it has one.
+    pub hangup: Option<CancellationToken>,
+    /// The detachment under way, numbered, while the session has no
+    /// connection: the end of a grace period ends only its own.
+    pub detached: Option<u64>,
+}
+
+impl Kept {
+    /// Counts a request with `tag` received; a new request (not a piece of
+    /// a write stream on its tag) shows that the reply before it on the tag
+    /// was received.
+    pub fn received(&mut self, tag: u16, new_request: bool) {
+        self.received += 1;
+        if new_request {
+            self.held.remove(&tag);
+        }
+    }
+}
+
+/// A fresh token from the operating system's random source.
+pub(crate) fn new_token() -> std::io::Result<Token> {
+    let mut token = [0; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut token)?;
+    Ok(Token(token))
+}
+
+/// The sessions of a server that have a token.
+pub(crate) struct Sessions<F: Filesystem> {
+    limits: Mutex<ResumeLimits>,
+    /// Each with its token. Lock order: this, then a session's own lock.
+    kept: Mutex<Vec<(Token, Arc<Conn<F>>)>>,
+    /// Numbers detachments, in order.
+    detachments: Mutex<u64>,
+}
+
+impl<F: Filesystem> Sessions<F> {
+    pub fn new(limits: ResumeLimits) -> Self {
+        Sessions {
+            limits: Mutex::new(limits),
+            kept: Mutex::new(Vec::new()),
+            detachments: Mutex::new(0),
+        }
+    }
+
+    pub fn limits(&self) -> ResumeLimits {
+        *self.limits.lock()
+    }
+
+    pub fn set_limits(&self, limits: ResumeLimits) {
+        *self.limits.lock() = limits;
+    }
+
+    /// True if the extension is offered at Tversion.
+    pub fn offered(&self) -> bool {
+        self.limits().sessions > 0
+    }
+
+    pub fn add(&self, token: Token, conn: Arc<Conn<F>>) {
+        self.kept.lock().push((token, conn));
+    }
+
+    /// The session of `token`. Every token is compared, each in constant
+    /// time, so the time taken tells nothing of which matched.
+    pub fn find(&self, token: &Token) -> Option<Arc<Conn<F>>> {
+        let kept = self.kept.lock();
+        let mut found = None;
+        for (t, conn) in kept.iter() {
+            if t == token {
+                found = Some(conn.clone());
+            }
+        }
+        found
+    }
+
+    /// Forgets the session of `conn`, which has ended.
+    pub fn forget(&self, conn: &Arc<Conn<F>>) {
+        self.kept.lock().retain(|(_, c)| !Arc::ptr_eq(c, conn));
+    }
+
+    /// The number of a new detachment.
+    pub fn next_detachment(&self) -> u64 {
+        let mut n = self.detachments.lock();
+        *n += 1;
+        *n
+    }
+
+    /// Ends the session of `conn` if it is still in detachment `number`:
+    /// its grace period is over.
+    pub async fn expire(&self, conn: &Arc<Conn<F>>, number: u64) {
+        if let Some(session) = conn.end_detached(|n| n == number) {
+            tracing::debug!("a detached session was not taken over in time: ended");
+            reset(conn, session.dialect).await;
+        }
+    }
+
+    /// Ends the sessions detached longest while more than the limit are.
+    pub async fn enforce_limit(&self) {
+        let limit = self.limits().sessions;
+        let mut ended = Vec::new();
+        {
+            let kept = self.kept.lock();
+            let mut detached: Vec<(u64, &Arc<Conn<F>>)> = kept
+                .iter()
+                .filter_map(|(_, conn)| Some((conn.detachment()?, conn)))
+                .collect();
+            detached.sort_by_key(|&(n, _)| n);
+            let excess = detached.len().saturating_sub(limit);
+            for &(number, conn) in &detached[..excess] {
+                if let Some(session) = conn.end_detached(|n| n == number) {
+                    ended.push((conn.clone(), session));
+                }
+            }
+        }
+        for (conn, session) in ended {
+            tracing::debug!("too many detached sessions: the oldest ended");
+            reset(&conn, session.dialect).await;
+        }
+    }
+
+    /// Ends every detached session: the server is stopping.
+    pub async fn end_all(&self) {
+        let ended: Vec<_> = {
+            let kept = self.kept.lock();
+            kept.iter()
+                .filter_map(|(_, conn)| Some((conn.clone(), conn.end_detached(|_| true)?)))
+                .collect()
+        };
+        for (conn, session) in ended {
+            reset(&conn, session.dialect).await;
+        }
+    }
+}
