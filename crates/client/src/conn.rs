@@ -699,7 +699,8 @@ impl Inner {
         if let Some(token) = token {
             let refusal = if protocol == self.protocol() && msize == self.msize() {
                 match fresh.resume(token).await? {
-                    Ok((received, held)) => {
+                    Ok((received, held, next)) => {
+                        *self.token.lock() = Some(next);
                         let Fresh { writer, frames, .. } = fresh;
                         self.resumed(writer, received, held);
                         spawn_reader(Arc::downgrade(self), frames, protocol);

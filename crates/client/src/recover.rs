@@ -434,12 +434,12 @@ impl<R: AsyncRead + Unpin> Fresh<R> {
     }
 
     /// Tresume: takes the session of `token` over. Returns how many
-    /// requests the server had received, and the replies it held; the inner
-    /// error is the server's refusal.
+    /// requests the server had received, the replies it held and the token
+    /// for the next take-over; the inner error is the server's refusal.
     pub(crate) async fn resume(
         &mut self,
         token: Token,
-    ) -> Result<Result<(u64, Vec<Fcall>), Error>, Error> {
+    ) -> Result<Result<(u64, Vec<Fcall>, Token), Error>, Error> {
         let r = match self.rpc(Tresume { token }).await? {
             Ok(Msg::Rresume(r)) => r,
             Ok(other) => {
@@ -452,7 +452,7 @@ impl<R: AsyncRead + Unpin> Fresh<R> {
         for _ in 0..r.held {
             held.push(self.next().await?);
         }
-        Ok(Ok((r.received, held)))
+        Ok(Ok((r.received, held, r.token)))
     }
 
     /// Makes every fid of `groups` again under its own number: attached,

@@ -289,13 +289,26 @@ async fn tokens_that_are_not_the_sessions_are_refused() {
     let mut d = Raw::open(&server, version, 8192).await;
     let _ = d.token().await;
     assert!(refused(&d.rpc(2, Tresume { token }).await));
-    // The session's own token takes it over, cutting its connection.
+    // The session's own token takes it over, cutting its connection, and
+    // is spent: the next take-over needs the token Rresume gave.
     let r = b.rpc(3, Tresume { token }).await;
-    assert!(
-        matches!(r, Msg::Rresume(Rresume { received: 0, .. })),
-        "{r:?}"
-    );
+    let Msg::Rresume(Rresume {
+        received: 0,
+        token: next,
+        ..
+    }) = r
+    else {
+        panic!("{r:?}")
+    };
     assert!(a.next().await.is_none(), "the first connection lives on");
+    let mut replayed = Raw::open(&server, version, 8192).await;
+    let r = replayed.rpc(2, Tresume { token }).await;
+    assert!(refused(&r), "a spent token: {r:?}");
+    let mut f = Raw::open(&server, version, 8192).await;
+    let r = f.rpc(2, Tresume { token: next }).await;
+    assert!(matches!(r, Msg::Rresume(_)), "the next token: {r:?}");
+    assert!(b.next().await.is_none(), "the second connection lives on");
+    let mut b = f;
     // A session ended by Tversion keeps no token.
     assert!(matches!(
         b.rpc(
@@ -309,7 +322,7 @@ async fn tokens_that_are_not_the_sessions_are_refused() {
         Msg::Rversion(_)
     ));
     let mut e = Raw::open(&server, version, 8192).await;
-    assert!(refused(&e.rpc(2, Tresume { token }).await));
+    assert!(refused(&e.rpc(2, Tresume { token: next }).await));
     // The server serves on.
     beside(&server).await.stat("/").await.unwrap();
 }

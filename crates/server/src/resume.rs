@@ -125,6 +125,25 @@ impl<F: Filesystem> Sessions<F> {
         found
     }
 
+    /// Gives the session of `old` the token `new`, once `old` is spent on
+    /// a take-over. False if no session has `old` (any more).
+    pub fn renew(&self, old: &Token, new: Token) -> bool {
+        let mut kept = self.kept.lock();
+        let mut found = None;
+        for (i, (t, _)) in kept.iter().enumerate() {
+            if t == old {
+                found = Some(i);
+            }
+        }
+        match found {
+            Some(i) => {
+                kept[i].0 = new;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Forgets the session of `conn`, which has ended.
     pub fn forget(&self, conn: &Arc<Conn<F>>) {
         self.kept.lock().retain(|(_, c)| !Arc::ptr_eq(c, conn));

@@ -602,6 +602,25 @@ async fn take_over<F: Filesystem>(
     }
     let refused = || Error::with_errno(Errno::EPERM, "resume refused: unknown or expired token");
     let conn = fresh.shared.sessions.find(&token).ok_or_else(refused)?;
+    {
+        let live = conn.live.lock();
+        let kept = live.kept.as_ref().ok_or_else(refused)?;
+        if kept.session != current {
+            let s = kept.session;
+            let why = format!(
+                "resume refused: the session speaks {} with msize {}",
+                s.protocol(),
+                s.msize
+            );
+            return Err(Error::with_errno(Errno::EINVAL, why));
+        }
+    }
+    // The token is spent: a copy of it taken on the way (or a take-over
+    // replayed) finds nothing. The next one goes out with Rresume.
+    let next = new_token().map_err(|e| Error::with_errno(Errno::EIO, format!("no token: {e}")))?;
+    if !fresh.shared.sessions.renew(&token, next) {
+        return Err(refused());
+    }
     loop {
         let detached = conn.detached.notified();
         tokio::pin!(detached);
@@ -610,15 +629,6 @@ async fn take_over<F: Filesystem>(
             let mut live = conn.live.lock();
             let live = &mut *live;
             let kept = live.kept.as_mut().ok_or_else(refused)?;
-            if kept.session != current {
-                let s = kept.session;
-                let why = format!(
-                    "resume refused: the session speaks {} with msize {}",
-                    s.protocol(),
-                    s.msize
-                );
-                return Err(Error::with_errno(Errno::EINVAL, why));
-            }
             match &kept.hangup {
                 Some(other) => other.cancel(),
                 None => {
@@ -628,6 +638,7 @@ async fn take_over<F: Filesystem>(
                     let reply = Rresume {
                         received: kept.received,
                         held,
+                        token: next,
                     };
                     live.replies = link.writer.clone();
                     live.replies

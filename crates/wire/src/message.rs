@@ -276,8 +276,9 @@ messages! {
     Tresume = 172 in RESUME { token: Token }
     /// The session is this connection's. The server received `received`
     /// requests since Rsession; the `held` replies that follow are the last
-    /// on each tag that the client may not have received.
-    Rresume = 173 in RESUME { received: u64, held: u32 }
+    /// on each tag that the client may not have received. `token` takes
+    /// the session over next time: the one presented is spent.
+    Rresume = 173 in RESUME { received: u64, held: u32, token: Token }
 }
 
 /// A request of a known reply: what a successful answer to it holds.

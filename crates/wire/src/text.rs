@@ -453,7 +453,11 @@ impl Display for Fcall {
             Msg::Tsession(_) => Ok(()),
             Msg::Rsession(m) => write!(f, " token {}", m.token),
             Msg::Tresume(m) => write!(f, " token {}", m.token),
-            Msg::Rresume(m) => write!(f, " received {} held {}", m.received, m.held),
+            Msg::Rresume(m) => write!(
+                f,
+                " received {} held {} token {}",
+                m.received, m.held, m.token
+            ),
         }
     }
 }

@@ -506,7 +506,8 @@ fn table(d: Dialect) -> Vec<(u8, BoxedStrategy<Msg>)> {
         arb!(Tresume { token: token() }),
         arb!(Rresume {
             received: u64s(),
-            held: u32s()
+            held: u32s(),
+            token: token()
         }),
         arb!(Tfsync {
             fid: fid(),
