@@ -341,9 +341,7 @@ if ran("streams"):
         "column shows his 200 MB figures. The ratio to compare with his 9P/HTTP is *one/HTTP*: "
         "from his tables 0.84 at 0.5 ms, 2.10 at 15 ms, 3.78 at 50 ms (200 MB; 9P itself took "
         "2.83 times as long at 15 ms as at 0.5 ms). Every time is seconds. The uncapped tables carry his figures (taken at 10 Mbit/s) for "
-        "their ratio only. diod is left out of the "
-        "capped tables: our client's attach to it fails (EPERM) through toxiproxy's bandwidth "
-        "toxic, though not without the toxic nor straight to diod.")
+        "their ratio only.")
     floren_table("streams-10mbit.csv", True)
     floren_table("streams-1mib.csv", False)
 
