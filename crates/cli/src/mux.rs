@@ -82,6 +82,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         args.limits.stream_limits(),
         policy,
     );
+    server.set_resume_limits(args.limits.resume_limits());
     crate::serve::listen(&server, &args.listen, &args.auth, "mux").await
 }
 

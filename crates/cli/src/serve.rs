@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use ninep_export::users::UserDb;
 use ninep_export::{Export, Identity, Options};
 use ninep_ramfs::{RamFs, Taskbag};
-use ninep_server::{Filesystem, Limits, Server, StreamLimits};
+use ninep_server::{Filesystem, Limits, ResumeLimits, Server, StreamLimits};
 use ninep_transport::{Addr, Listener};
 use rustix::process::{PidfdFlags, PidfdGetfdFlags};
 
@@ -74,6 +74,14 @@ pub struct LimitArgs {
     /// Most bytes of one write stream held by the server at once.
     #[arg(long, default_value_t = StreamLimits::default().write_window)]
     stream_write_window: u32,
+    /// Most sessions kept after their connection was lost, for their
+    /// clients to take over (the resume extension, docs/resume.md); 0
+    /// turns the extension off.
+    #[arg(long, default_value_t = ResumeLimits::default().sessions)]
+    resume_sessions: usize,
+    /// Seconds a session whose connection was lost waits to be taken over.
+    #[arg(long, value_name = "SECONDS", default_value_t = ResumeLimits::default().grace.as_secs())]
+    resume_grace: u64,
 }
 
 impl LimitArgs {
@@ -83,6 +91,13 @@ impl LimitArgs {
             fids: self.max_fids,
             requests: self.max_requests,
             connections: self.max_connections,
+        }
+    }
+
+    pub fn resume_limits(&self) -> ResumeLimits {
+        ResumeLimits {
+            sessions: self.resume_sessions,
+            grace: std::time::Duration::from_secs(self.resume_grace),
         }
     }
 
@@ -137,6 +152,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 async fn serve<F: Filesystem>(fs: F, limits: Limits, args: &Args) -> Result<ExitCode> {
     let policy = args.auth.policy()?;
     let server = Server::with_policy(fs, limits, args.limits.stream_limits(), policy);
+    server.set_resume_limits(args.limits.resume_limits());
     if args.stdio {
         let stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
         server

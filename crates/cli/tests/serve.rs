@@ -82,3 +82,44 @@ async fn stops_cleanly_on_sigterm() {
     // The connection was closed by the server.
     assert!(fsys.stat("d").await.is_err());
 }
+
+/// The version `ninep serve --stdio ramfs ARGS` answers to a Tversion
+/// asking for 9P2000.L with streams and resumable sessions.
+async fn agreed_version(args: &[&str]) -> String {
+    use ninep_wire::{Dialect, Fcall, Msg, NOTAG, Tversion};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ninep"))
+        .args(["serve", "--stdio", "ramfs"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ninep");
+    let ask = Tversion {
+        msize: 8192,
+        version: "9P2000.L.stream.resume".into(),
+    };
+    let frame = Fcall::new(NOTAG, ask).to_bytes(Dialect::L).unwrap();
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(&frame).await.unwrap();
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut size = [0; 4];
+    stdout.read_exact(&mut size).await.unwrap();
+    let mut reply = vec![0; u32::from_le_bytes(size) as usize];
+    reply[..4].copy_from_slice(&size);
+    stdout.read_exact(&mut reply[4..]).await.unwrap();
+    match Fcall::decode(reply.into(), Dialect::L).unwrap().msg {
+        Msg::Rversion(r) => r.version,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn resumable_sessions_are_offered_unless_turned_off() {
+    assert_eq!(agreed_version(&[]).await, "9P2000.L.stream.resume");
+    assert_eq!(
+        agreed_version(&["--resume-sessions", "0"]).await,
+        "9P2000.L.stream"
+    );
+}
