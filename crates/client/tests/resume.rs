@@ -1,7 +1,7 @@
 //! The resume extension (docs/resume.md): a client whose connection to a
 //! ninep server is cut takes its session over on a new connection, so
 //! requests in flight run exactly once and the session's state (open
-//! files, ORCLOSE) lives on; tokens that are not the session's are
+//! files, locks, ORCLOSE) lives on; tokens that are not the session's are
 //! refused; a session not taken over ends after the grace period, and the
 //! oldest of too many detached sessions ends first.
 
@@ -19,7 +19,9 @@ use flaky::Flaky;
 use ninep_client::{Client, Dialer, Error, Fsys, Options, Recovery};
 use ninep_ramfs::RamFs;
 use ninep_server::{ResumeLimits, Server};
-use ninep_wire::consts::dotl::{O_APPEND, O_RDWR, O_WRONLY};
+use ninep_wire::consts::dotl::{
+    LOCK_BLOCKED, LOCK_SUCCESS, LOCK_TYPE_UNLCK, LOCK_TYPE_WRLCK, O_APPEND, O_RDWR, O_WRONLY,
+};
 use ninep_wire::consts::open::{ORCLOSE, OREAD};
 use ninep_wire::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
@@ -143,6 +145,45 @@ async fn an_orclose_file_lives_on_across_a_cut_until_its_clunk() {
     fid.clunk().await.unwrap();
     assert!(tree.stat("tmp").await.is_err(), "not removed at the clunk");
     assert_eq!(proxy.served.load(SeqCst), 2);
+}
+
+/// Tlock of the whole of `file` as lock owner `owner`: the Rlock status.
+async fn lock(file: &ninep_client::File, ty: u8, owner: &str) -> u8 {
+    let request = Tlock {
+        fid: file.fid().number(),
+        ty,
+        flags: 0,
+        start: 0,
+        length: 0,
+        proc_id: 1,
+        client_id: owner.into(),
+    };
+    file.fid().client().call(request).await.unwrap().status
+}
+
+/// A lock held through the session lives on across a cut, the session
+/// being taken over rather than ended: another client is refused it until
+/// its holder lets it go.
+#[tokio::test]
+async fn a_lock_lives_on_across_a_cut() {
+    let dir = std::env::temp_dir().join(format!("ninep-resume-lock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let export = ninep_export::Export::new(&dir, ninep_export::Options::default()).unwrap();
+    let server = Server::new(export);
+    let proxy = Cuttable::start(server.clone()).await;
+    let fsys = attach(&proxy.addr, Dialect::L).await;
+    let ours = fsys.create("locked", 0o644, O_RDWR).await.unwrap();
+    assert_eq!(lock(&ours, LOCK_TYPE_WRLCK, "holder").await, LOCK_SUCCESS);
+    proxy.cut();
+    fsys.stat("/").await.unwrap();
+    let theirs = beside(&server).await.open("locked", O_RDWR).await.unwrap();
+    let status = lock(&theirs, LOCK_TYPE_WRLCK, "other").await;
+    assert_eq!(status, LOCK_BLOCKED, "the lock was let go at the cut");
+    assert_eq!(lock(&ours, LOCK_TYPE_UNLCK, "holder").await, LOCK_SUCCESS);
+    assert_eq!(lock(&theirs, LOCK_TYPE_WRLCK, "other").await, LOCK_SUCCESS);
+    assert_eq!(proxy.served.load(SeqCst), 2);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

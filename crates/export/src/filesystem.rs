@@ -135,11 +135,16 @@ impl Filesystem for Export {
     }
 
     async fn lock(&self, _cx: &Cx, file: &ExportFile, lock: &Tlock) -> Result<u8> {
-        Ok(locks::lock(self, file, lock))
+        locks::lock(self, file, lock)
     }
 
     async fn getlock(&self, _cx: &Cx, file: &ExportFile, lock: &Tgetlock) -> Result<Rgetlock> {
         Ok(locks::getlock(self, file, lock))
+    }
+
+    async fn clunk(&self, _cx: &Cx, file: ExportFile) -> Result<()> {
+        locks::clunked(self, &file);
+        Ok(())
     }
 
     async fn xattr_get(&self, _cx: &Cx, file: &ExportFile, name: &str) -> Result<Bytes> {

@@ -1,15 +1,19 @@
 //! POSIX record locks among the clients of one export, as 9P2000.L Tlock and
 //! Tgetlock ask for them: byte ranges, read and write locks, owned by a
 //! client and a process on it, with fcntl's conflict rules. They are kept
-//! by the export, not taken on the host.
+//! by the export, not taken on the host. A lock goes with the open fid it
+//! was taken through, as a process's locks go with its descriptors: when
+//! the fid is clunked, or its session ends (a client that vanished).
 
 use std::collections::HashMap;
 
+use ninep_server::Result;
 use ninep_wire::consts::dotl::{
     LOCK_BLOCKED, LOCK_SUCCESS, LOCK_TYPE_RDLCK, LOCK_TYPE_UNLCK, LOCK_TYPE_WRLCK,
 };
 use ninep_wire::{Rgetlock, Tgetlock, Tlock};
 use parking_lot::Mutex;
+use std::sync::Arc;
 
 use crate::{Export, ExportFile};
 
@@ -23,6 +27,8 @@ pub struct Owner {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lock {
     pub owner: Owner,
+    /// The open fid it was taken through ([`opened_by`]).
+    pub via: usize,
     pub write: bool,
     pub start: u64,
     /// Exclusive end; u64::MAX means to the end of the file.
@@ -49,8 +55,17 @@ fn overlaps(a: &Lock, start: u64, end: u64) -> bool {
 }
 
 impl LockTable {
-    /// Takes, changes or releases a lock; the Rlock status.
-    pub fn lock(&self, file: (u64, u64), owner: Owner, ty: u8, start: u64, end: u64) -> u8 {
+    /// Takes, changes or releases a lock, through the open fid `via`; the
+    /// Rlock status.
+    pub fn lock(
+        &self,
+        file: (u64, u64),
+        owner: Owner,
+        via: usize,
+        ty: u8,
+        start: u64,
+        end: u64,
+    ) -> u8 {
         let mut files = self.files.lock();
         let locks = files.entry(file).or_default();
         if ty != LOCK_TYPE_UNLCK
@@ -78,6 +93,7 @@ impl LockTable {
         if ty == LOCK_TYPE_RDLCK || ty == LOCK_TYPE_WRLCK {
             kept.push(Lock {
                 owner,
+                via,
                 write: ty == LOCK_TYPE_WRLCK,
                 start,
                 end,
@@ -88,6 +104,17 @@ impl LockTable {
             files.remove(&file);
         }
         LOCK_SUCCESS
+    }
+
+    /// Releases every lock taken through the open fid `via`.
+    pub fn release(&self, file: (u64, u64), via: usize) {
+        let mut files = self.files.lock();
+        if let Some(locks) = files.get_mut(&file) {
+            locks.retain(|l| l.via != via);
+            if locks.is_empty() {
+                files.remove(&file);
+            }
+        }
     }
 
     /// The first lock that would stop `owner` taking this one.
@@ -118,20 +145,37 @@ fn conflict<'a>(
         .find(|l| l.owner != *owner && overlaps(l, start, end) && (write || l.write))
 }
 
-/// Tlock on `file`: the Rlock status.
-pub(crate) fn lock(export: &Export, file: &ExportFile, lock: &Tlock) -> u8 {
+/// Which open fid `file` is: its descriptor's address, the same for as
+/// long as the fid is open.
+fn opened_by(file: &ExportFile) -> Result<usize> {
+    Ok(Arc::as_ptr(&file.opened()?) as usize)
+}
+
+/// Tlock on `file`, which must be open: the Rlock status.
+pub(crate) fn lock(export: &Export, file: &ExportFile, lock: &Tlock) -> Result<u8> {
     let owner = Owner {
         client: lock.client_id.clone(),
         proc_id: lock.proc_id,
     };
     let end = end_of(lock.start, lock.length);
-    export.inner.locks.lock(
+    Ok(export.inner.locks.lock(
         (file.node.dev, file.node.ino),
         owner,
+        opened_by(file)?,
         lock.ty,
         lock.start,
         end,
-    )
+    ))
+}
+
+/// The fid of `file` is gone: the locks taken through it go too.
+pub(crate) fn clunked(export: &Export, file: &ExportFile) {
+    if let Ok(via) = opened_by(file) {
+        export
+            .inner
+            .locks
+            .release((file.node.dev, file.node.ino), via);
+    }
 }
 
 /// Tgetlock on `file`: the first lock in the way, or the lock asked about
@@ -190,27 +234,34 @@ mod tests {
     fn fcntl_rules() {
         let t = LockTable::default();
         let f = (1, 2);
-        assert_eq!(t.lock(f, who(1), LOCK_TYPE_RDLCK, 0, 100), LOCK_SUCCESS);
+        assert_eq!(t.lock(f, who(1), 1, LOCK_TYPE_RDLCK, 0, 100), LOCK_SUCCESS);
         // Readers share; a writer is refused over a read lock.
-        assert_eq!(t.lock(f, who(2), LOCK_TYPE_RDLCK, 50, 150), LOCK_SUCCESS);
-        assert_eq!(t.lock(f, who(3), LOCK_TYPE_WRLCK, 90, 95), LOCK_BLOCKED);
+        assert_eq!(t.lock(f, who(2), 2, LOCK_TYPE_RDLCK, 50, 150), LOCK_SUCCESS);
+        assert_eq!(t.lock(f, who(3), 3, LOCK_TYPE_WRLCK, 90, 95), LOCK_BLOCKED);
         assert_eq!(
             t.test(f, &who(3), true, 90, 95).map(|l| l.owner),
             Some(who(1))
         );
         // Beyond both read locks a writer is fine.
         assert_eq!(
-            t.lock(f, who(3), LOCK_TYPE_WRLCK, 150, end_of(150, 0)),
+            t.lock(f, who(3), 3, LOCK_TYPE_WRLCK, 150, end_of(150, 0)),
             LOCK_SUCCESS
         );
         // Unlocking the middle of a lock splits it.
-        assert_eq!(t.lock(f, who(1), LOCK_TYPE_UNLCK, 10, 20), LOCK_SUCCESS);
+        assert_eq!(t.lock(f, who(1), 1, LOCK_TYPE_UNLCK, 10, 20), LOCK_SUCCESS);
         assert!(t.test(f, &who(4), true, 12, 18).is_none());
         assert_eq!(
             t.test(f, &who(4), true, 0, 10).map(|l| l.owner),
             Some(who(1))
         );
         // A lock holder's own locks never conflict with it.
-        assert_eq!(t.lock(f, who(1), LOCK_TYPE_WRLCK, 0, 10), LOCK_SUCCESS);
+        assert_eq!(t.lock(f, who(1), 1, LOCK_TYPE_WRLCK, 0, 10), LOCK_SUCCESS);
+        // Its fid clunked, its locks go; the others' stay.
+        t.release(f, 1);
+        assert!(t.test(f, &who(4), true, 0, 10).is_none());
+        assert_eq!(
+            t.test(f, &who(4), true, 50, 60).map(|l| l.owner),
+            Some(who(2))
+        );
     }
 }

@@ -255,15 +255,7 @@ async fn dotl_operations_reach_the_host() {
 
     // POSIX locks between two lock owners.
     let f = fsys.open("x", dotl::O_RDWR).await.unwrap();
-    let lock = |proc_id, ty| Tlock {
-        fid: f.fid().number(),
-        ty,
-        flags: 0,
-        start: 0,
-        length: 0,
-        proc_id,
-        client_id: "host".into(),
-    };
+    let lock = |proc_id, ty| whole_file(f.fid().number(), ty, proc_id, "host");
     let Msg::Rlock(r) = client.rpc(lock(1, dotl::LOCK_TYPE_WRLCK)).await.unwrap() else {
         panic!()
     };
@@ -453,4 +445,63 @@ async fn append_only_and_exclusive_files() {
     let listed = fsys.read_dir("").await.unwrap();
     let entry = listed.iter().find(|e| e.name == "log").unwrap();
     assert!(entry.qid.ty.contains(QidType::APPEND));
+}
+
+/// Tlock of type `ty` over the whole of `fid`'s file, for process
+/// `proc_id` of client `who`.
+fn whole_file(fid: ninep_wire::Fid, ty: u8, proc_id: u32, who: &str) -> Tlock {
+    Tlock {
+        fid,
+        ty,
+        flags: 0,
+        start: 0,
+        length: 0,
+        proc_id,
+        client_id: who.into(),
+    }
+}
+
+/// A write lock of the whole of `file` for process 1 of client `who`:
+/// the Rlock status.
+async fn lock_all(file: &ninep_client::File, who: &str) -> u8 {
+    let request = whole_file(file.fid().number(), dotl::LOCK_TYPE_WRLCK, 1, who);
+    file.fid().client().call(request).await.unwrap().status
+}
+
+/// A lock goes with the open fid it was taken through: at its clunk, and
+/// when its client hangs up without letting go (it vanished), as a
+/// process's locks go with its descriptors; until then others are refused.
+#[tokio::test]
+async fn locks_go_with_their_fid() {
+    let (_dir, addr) = serve("lock-owner").await;
+    let other = attach(&addr, Dialect::L).await;
+    drop(other.create("f", 0o644, dotl::O_RDWR).await.unwrap());
+    let theirs = other.open("f", dotl::O_RDWR).await.unwrap();
+
+    let holder = attach(&addr, Dialect::L).await;
+    let ours = holder.open("f", dotl::O_RDWR).await.unwrap();
+    assert_eq!(lock_all(&ours, "holder").await, dotl::LOCK_SUCCESS);
+    assert_eq!(lock_all(&theirs, "other").await, dotl::LOCK_BLOCKED);
+    ours.close().await.unwrap();
+    assert_eq!(
+        lock_all(&theirs, "other").await,
+        dotl::LOCK_SUCCESS,
+        "clunked"
+    );
+    theirs.close().await.unwrap();
+
+    let theirs = other.open("f", dotl::O_RDWR).await.unwrap();
+    let ours = holder.open("f", dotl::O_RDWR).await.unwrap();
+    assert_eq!(lock_all(&ours, "holder").await, dotl::LOCK_SUCCESS);
+    // The holder's connection ends with the lock held.
+    drop(ours);
+    drop(holder);
+    let began = std::time::Instant::now();
+    while lock_all(&theirs, "other").await != dotl::LOCK_SUCCESS {
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(10),
+            "the lock outlives its client's hang-up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
