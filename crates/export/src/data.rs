@@ -1,8 +1,10 @@
 //! Calls on data: opening, reading, writing, listing directories and
 //! syncing. All but opening a regular file or a directory run on the
-//! blocking pool (see `Export::call`).
+//! blocking pool (see `Export::call`), except reads of regular files the
+//! kernel can answer without waiting.
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::io::IoSliceMut;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -10,6 +12,7 @@ use ninep_server::{Cx, DirEntry, Error, Opened, Result};
 use ninep_wire::consts::dotl;
 use ninep_wire::{Name, Qid, QidType};
 use rustix::fs::{AtFlags, Dir, FileType, OFlags};
+use rustix::io::ReadWriteFlags;
 
 use crate::open_flags::oflags;
 use crate::{Export, ExportFile, Inner, errno};
@@ -47,6 +50,16 @@ pub(crate) async fn open(export: &Export, file: &mut ExportFile, flags: u32) -> 
     Ok(Opened { qid, iounit: 0 })
 }
 
+/// Reads no bigger than this are tried on the thread serving the request
+/// (see `read`). RWF_NOWAIT needs an initialised buffer, and zeroing one
+/// costs about what it saves once a read is larger.
+const READ_HERE_MAX: usize = 64 * 1024;
+
+/// Reads up to `count` bytes at `offset`. A regular file's data is usually
+/// in the page cache, so the read is first tried on the thread serving the
+/// request with RWF_NOWAIT, which the kernel answers only when it need not
+/// wait (on a disk, a lock); what is left goes through the blocking pool,
+/// whose call also gives any error.
 pub(crate) async fn read(
     export: &Export,
     file: &ExportFile,
@@ -54,16 +67,76 @@ pub(crate) async fn read(
     count: u32,
 ) -> Result<Bytes> {
     let fd = file.opened()?;
+    let count = count as usize;
+    let mut buf = Vec::new();
+    if file.node.ty == FileType::RegularFile {
+        let finished = export
+            .call_here(&file.creds, |_| {
+                Ok(read_without_waiting(&fd, &mut buf, offset, count))
+            })
+            .await?;
+        if finished {
+            return Ok(Bytes::from(buf));
+        }
+    }
     export
         .call(&file.creds, move |_| {
-            let mut buf: Vec<u8> = Vec::with_capacity(count as usize);
-            rustix::io::pread(&*fd, rustix::buffer::spare_capacity(&mut buf), offset)
-                .map_err(errno)?;
+            let done = buf.len();
+            buf.reserve_exact(count - done);
+            rustix::io::pread(
+                &*fd,
+                rustix::buffer::spare_capacity(&mut buf),
+                offset + done as u64,
+            )
+            .map_err(errno)?;
             Ok(Bytes::from(buf))
         })
         .await
 }
 
+/// Reads up to `count` bytes at `offset` into `buf` as far as the kernel
+/// goes without waiting, and says whether that finished the read (`count`
+/// bytes, or the end of the file). Any refusal (EAGAIN: not cached;
+/// EOPNOTSUPP: a file system without RWF_NOWAIT) or error leaves the rest
+/// to a blocking call. Reads that would not fit READ_HERE_MAX are left
+/// whole.
+fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usize) -> bool {
+    // The size says how much to zero; the reads themselves find the end
+    // (the byte past it reads as 0), so a file that grows or reports no
+    // size is still read whole.
+    let Ok(st) = rustix::fs::fstat(fd) else {
+        return false;
+    };
+    let left = u64::try_from(st.st_size)
+        .unwrap_or(0)
+        .saturating_sub(offset);
+    let len = usize::try_from(left)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1)
+        .min(count);
+    if len > READ_HERE_MAX {
+        return false;
+    }
+    buf.resize(len, 0);
+    let mut done = 0;
+    let finished = loop {
+        if done == len {
+            break len == count;
+        }
+        let rest = &mut [IoSliceMut::new(&mut buf[done..])];
+        match rustix::io::preadv2(fd, rest, offset + done as u64, ReadWriteFlags::NOWAIT) {
+            Ok(0) => break true,
+            Ok(n) => done += n,
+            Err(_) => break false,
+        }
+    };
+    buf.truncate(done);
+    finished
+}
+
+/// Writes `data` at `offset` on the blocking pool. Unlike reads, writes
+/// are not tried with RWF_NOWAIT first: ext4 and tmpfs refuse it on
+/// buffered writes (EOPNOTSUPP), so the try would only add a call.
 pub(crate) async fn write(
     export: &Export,
     file: &ExportFile,

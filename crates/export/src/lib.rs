@@ -17,12 +17,14 @@
 //! keeps working and one whose file was replaced never reaches the new one.
 //! Device nodes and fifos are not opened unless the export allows it.
 //!
-//! Calls that move data or may wait long (reads, writes, listings, fsync,
+//! Calls that move data or may wait long (writes, listings, fsync,
 //! truncation, opening devices and fifos) run on tokio's blocking pool, so
 //! a slow disk never holds up a connection's other requests. Calls on names
 //! and attributes run on the thread serving the request: they take a few
 //! microseconds, and a trip through the pool costs two thread switches,
-//! several times more. Either way, in multi-user mode the thread takes on
+//! several times more. Reads of regular files are tried there too, with
+//! RWF_NOWAIT, and go to the pool only when the kernel would have to wait
+//! (see `data`). Either way, in multi-user mode the thread takes on
 //! the attaching user's ids for the call (see [`users`]).
 //!
 //! Where things are: `confine` resolves names beneath the root, `qid`

@@ -505,3 +505,49 @@ async fn locks_go_with_their_fid() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// Reads of regular files are answered from the page cache where they
+/// can be, and by a blocking call where not: either way whole.
+#[tokio::test]
+async fn reads_are_whole_in_and_out_of_the_page_cache() {
+    let (dir, addr) = serve("cached-reads").await;
+    let host = dir.0.join("export");
+    let pattern = |len: usize| -> Vec<u8> { (0..len).map(|i| (i * 7 % 251) as u8).collect() };
+    std::fs::write(host.join("small"), pattern(10_000)).unwrap();
+    std::fs::write(host.join("large"), pattern(300_000)).unwrap();
+    let fsys = attach(&addr, Dialect::L).await;
+
+    let small = fsys.open("small", dotl::O_RDONLY).await.unwrap();
+    // A read past the end, one that stops short of it, one to it.
+    assert_eq!(small.read_at(0, 1 << 20).await.unwrap(), pattern(10_000));
+    assert_eq!(small.read_at(100, 50).await.unwrap(), pattern(150)[100..]);
+    assert_eq!(small.read_at(10_000, 4096).await.unwrap(), &b""[..]);
+    assert_eq!(small.read_at(20_000, 4096).await.unwrap(), &b""[..]);
+
+    // More than is read on the serving thread.
+    let large = fsys.open("large", dotl::O_RDONLY).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 300_000 {
+        let piece = large.read_at(got.len() as u64, 1 << 20).await.unwrap();
+        assert!(!piece.is_empty(), "ended early at {}", got.len());
+        got.extend_from_slice(&piece);
+    }
+    assert_eq!(got, pattern(300_000));
+
+    // Dropped from the page cache, the small file is read from the disk.
+    let host_file = std::fs::File::open(host.join("small")).unwrap();
+    host_file.sync_all().unwrap();
+    rustix::fs::fadvise(&host_file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    assert_eq!(small.read_at(0, 1 << 20).await.unwrap(), pattern(10_000));
+
+    // A file that grew since it was opened is read to its new end.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(host.join("small"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"more"))
+        .unwrap();
+    assert_eq!(
+        small.read_at(9_998, 4096).await.unwrap(),
+        [&pattern(10_000)[9_998..], b"more"].concat()
+    );
+}
