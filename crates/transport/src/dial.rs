@@ -126,10 +126,35 @@ fn bind_host(host: &str) -> &str {
     if host == "*" { "0.0.0.0" } else { host }
 }
 
+/// How long a TCP peer may go without acknowledging what was sent to it,
+/// or without answering keepalive probes on an idle connection, before the
+/// connection is taken for dead. Without it a link that dies without a
+/// reset (a cable pulled, a NAT that forgot the connection) holds calls for
+/// TCP's fifteen minutes of retransmission; with it, a client that
+/// recovers dials again after this long, and a server lets the session go.
+/// A peer that is slow to answer a request, but alive, is not affected.
+pub const DEAD_PEER: std::time::Duration = std::time::Duration::from_secs(30);
+
 async fn dial_tcp(host: &str, port: u16) -> io::Result<TcpStream> {
     let s = TcpStream::connect((host, port)).await?;
-    s.set_nodelay(true)?;
+    tune(&s)?;
     Ok(s)
+}
+
+/// Sets a TCP connection's options: no Nagle delay (9P is request and
+/// reply), and [`DEAD_PEER`].
+fn tune(s: &TcpStream) -> io::Result<()> {
+    use rustix::net::sockopt;
+    s.set_nodelay(true)?;
+    sockopt::set_socket_keepalive(s, true)?;
+    // Probes start after a third of it idle; TCP_USER_TIMEOUT then ends
+    // the connection once a probe or data has gone unacknowledged for all
+    // of it, however many probes that took.
+    sockopt::set_tcp_keepidle(s, DEAD_PEER / 3)?;
+    sockopt::set_tcp_keepintvl(s, DEAD_PEER / 6)?;
+    let ms = u32::try_from(DEAD_PEER.as_millis()).unwrap_or(u32::MAX);
+    sockopt::set_tcp_user_timeout(s, ms)?;
+    Ok(())
 }
 
 impl fmt::Display for Addr {
@@ -358,7 +383,7 @@ impl Listener {
         match self {
             Listener::Tcp(l) | Listener::Tls(l, _) => {
                 let (s, addr) = l.accept().await?;
-                s.set_nodelay(true)?;
+                tune(&s)?;
                 let peer = Peer::named(addr.to_string());
                 let link = match self {
                     Listener::Tls(_, tls) => Link::Tls(s, tls.clone()),
@@ -447,6 +472,23 @@ mod tests {
         for bad in ["exec!", "exec! ", "ssh!h", "ssh!!d", "tls!"] {
             assert!(bad.parse::<Addr>().is_err(), "{bad}");
         }
+    }
+
+    /// A TCP connection takes a silent peer for dead after DEAD_PEER,
+    /// rather than after TCP's retransmissions.
+    #[tokio::test]
+    async fn tcp_connections_give_up_on_a_silent_peer() {
+        use rustix::net::sockopt;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (dialled, _accepted) = tokio::join!(dial_tcp("127.0.0.1", port), l.accept());
+        let dialled = dialled.unwrap();
+        assert!(sockopt::socket_keepalive(&dialled).unwrap());
+        assert_eq!(
+            sockopt::tcp_user_timeout(&dialled).unwrap(),
+            DEAD_PEER.as_millis() as u32
+        );
+        assert_eq!(sockopt::tcp_keepidle(&dialled).unwrap(), DEAD_PEER / 3);
     }
 
     #[tokio::test]
