@@ -165,38 +165,32 @@ impl Drop for Call {
 }
 
 /// Makes the call `dial` (`net!host!service`) through the network
-/// directory `dir` of `gateway`, trying each translation in turn.
+/// directory `dir` of `gateway`: a numeric address (or any, where `dir`
+/// has no `cs`) as it is, else each of `dir/cs`'s translations in turn,
+/// each read only once the one before has failed.
 pub async fn call(gateway: &Fsys, dir: &str, dial: &str) -> Result<Call, Error> {
     let dir = dir.trim_end_matches('/');
-    let mut failed = None;
-    for (clone, addr) in translate(gateway, dir, dial).await? {
-        match connect_at(gateway, &clone, &addr).await {
-            Ok(call) => return Ok(call),
-            Err(e) => failed = Some(e),
-        }
-    }
-    Err(failed.unwrap_or_else(|| invalid(format!("{dial}: no translation"))))
-}
-
-/// The clone files and addresses to try: `dir/cs`'s answers, with its
-/// `/net` taken as `dir`; or, for a numeric address or a directory without
-/// a `cs`, the dial string as it is (saving cs's four round trips).
-async fn translate(gateway: &Fsys, dir: &str, dial: &str) -> Result<Vec<(String, String)>, Error> {
     let [net, host, port] = dial.split('!').collect::<Vec<_>>()[..] else {
         return Err(invalid(format!("{dial}: want net!host!port")));
     };
     let net = if net == "net" { "tcp" } else { net };
-    let as_is = vec![(format!("{dir}/{net}/clone"), format!("{host}!{port}"))];
+    let as_is = || {
+        connect_at(
+            gateway,
+            format!("{dir}/{net}/clone"),
+            format!("{host}!{port}"),
+        )
+    };
     let numeric = host.parse::<std::net::IpAddr>().is_ok() && port.parse::<u16>().is_ok();
     if numeric {
-        return Ok(as_is);
+        return as_is().await;
     }
-    let Ok(cs) = gateway.open(&format!("{dir}/cs"), O_RDWR).await else {
-        return Ok(as_is);
+    let Ok(cs) = gateway.open_pipelined(&format!("{dir}/cs"), O_RDWR).await else {
+        return as_is().await;
     };
     cs.write_at(0, Bytes::copy_from_slice(dial.as_bytes()))
         .await?;
-    let mut found = Vec::new();
+    let mut failed = None;
     loop {
         let line = cs.read_at(0, 1024).await?;
         let Some((clone, addr)) = std::str::from_utf8(&line)
@@ -206,15 +200,20 @@ async fn translate(gateway: &Fsys, dir: &str, dial: &str) -> Result<Vec<(String,
             break;
         };
         let clone = clone.strip_prefix("/net").unwrap_or(clone);
-        found.push((format!("{dir}{clone}"), addr.to_owned()));
+        match connect_at(gateway, format!("{dir}{clone}"), addr.to_owned()).await {
+            Ok(call) => return Ok(call),
+            Err(e) => failed = Some(e),
+        }
     }
-    Ok(found)
+    Err(failed.unwrap_or_else(|| invalid(format!("{dial}: no translation"))))
 }
 
-/// Opens `clone` and makes the call, opening the conversation's `data`
-/// while the connect is under way.
-async fn connect_at(gateway: &Fsys, clone: &str, addr: &str) -> Result<Call, Error> {
-    let ctl = gateway.open(clone, O_RDWR).await?;
+/// Opens `clone` and makes the call, in three round trips: the walk and
+/// open of `clone` (the fid then the conversation's `ctl`); the read of
+/// the conversation's number, with the `connect` sent beside it; and the
+/// walk and open of its `data`, while the connect is under way.
+async fn connect_at(gateway: &Fsys, clone: String, addr: String) -> Result<Call, Error> {
+    let ctl = gateway.open_pipelined(&clone, O_RDWR).await?;
     let net = clone.rsplit_once('/').map_or("", |(net, _)| net);
     let connect = ctl.write_at(0, Bytes::from(format!("connect {addr}")));
     let data = async {
@@ -224,7 +223,9 @@ async fn connect_at(gateway: &Fsys, clone: &str, addr: &str) -> Result<Call, Err
             .map(str::trim)
             .filter(|n| n.parse::<u32>().is_ok())
             .ok_or_else(|| invalid(format!("{clone}: no conversation number")))?;
-        gateway.open(&format!("{net}/{n}/data"), O_RDWR).await
+        gateway
+            .open_pipelined(&format!("{net}/{n}/data"), O_RDWR)
+            .await
     };
     let (connected, data) = tokio::join!(connect, data);
     connected?;

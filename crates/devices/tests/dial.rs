@@ -3,12 +3,22 @@
 
 mod common;
 
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
 use bytes::Bytes;
 use ninep_client::{Dialer, Options};
 use ninep_devices::dial;
 use ninep_devices::net::{NetFs, Options as NetOptions};
 use ninep_ramfs::RamFs;
 use ninep_wire::consts::dotl::O_RDWR;
+use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
 
 use common::{attach, names, start};
 
@@ -64,4 +74,119 @@ async fn a_refused_call_says_why() {
         .await
         .unwrap_err();
     assert!(e.to_string().to_lowercase().contains("refused"), "{e}");
+}
+
+/// How long the link to the gateway holds each reply, in the round trip
+/// count below: long beside the time anything takes on loopback, so that
+/// what a client sends at once stays in one round.
+const LATENCY: Duration = Duration::from_millis(20);
+
+/// A proxy to a 9P server that holds each reply back for [`LATENCY`] and
+/// counts round trips: a request's round is one past that of the latest
+/// reply the client had when the request came.
+struct Rounds {
+    addr: String,
+    /// The highest round of the replies let through.
+    delivered: Arc<AtomicU32>,
+}
+
+impl Rounds {
+    async fn to(server: &str) -> Rounds {
+        let server = server.replace("tcp!", "").replace('!', ":");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = format!("tcp!127.0.0.1!{}", listener.local_addr().unwrap().port());
+        let delivered = Arc::new(AtomicU32::new(0));
+        let counted = delivered.clone();
+        tokio::spawn(async move {
+            loop {
+                let (client, _) = listener.accept().await.unwrap();
+                let upstream = TcpStream::connect(&server).await.unwrap();
+                Rounds::carry(client, upstream, counted.clone());
+            }
+        });
+        Rounds { addr, delivered }
+    }
+
+    fn carry(client: TcpStream, server: TcpStream, delivered: Arc<AtomicU32>) {
+        let (mut from_client, mut to_client) = client.into_split();
+        let (mut from_server, mut to_server) = server.into_split();
+        let rounds = Arc::new(Mutex::new(HashMap::new()));
+        let (held, mut due) = mpsc::unbounded_channel();
+        let requests = rounds.clone();
+        let seen = delivered.clone();
+        tokio::spawn(async move {
+            while let Some(frame) = read_frame(&mut from_client).await {
+                requests
+                    .lock()
+                    .insert(tag(&frame), seen.load(Ordering::SeqCst) + 1);
+                if to_server.write_all(&frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(frame) = read_frame(&mut from_server).await {
+                let round = rounds.lock().remove(&tag(&frame)).unwrap_or(0);
+                let _ = held.send((Instant::now() + LATENCY, round, frame));
+            }
+        });
+        tokio::spawn(async move {
+            while let Some((at, round, frame)) = due.recv().await {
+                sleep_until(at).await;
+                delivered.fetch_max(round, Ordering::SeqCst);
+                if to_client.write_all(&frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// The highest round of the replies let through so far.
+    fn round(&self) -> u32 {
+        self.delivered.load(Ordering::SeqCst)
+    }
+}
+
+/// One whole 9P message, or `None` at end of file.
+async fn read_frame(from: &mut (impl AsyncRead + Unpin)) -> Option<Vec<u8>> {
+    let mut size = [0u8; 4];
+    from.read_exact(&mut size).await.ok()?;
+    let mut frame = size.to_vec();
+    frame.resize(u32::from_le_bytes(size) as usize, 0);
+    from.read_exact(&mut frame[4..]).await.ok()?;
+    Some(frame)
+}
+
+fn tag(frame: &[u8]) -> u16 {
+    u16::from_le_bytes([frame[5], frame[6]])
+}
+
+#[tokio::test]
+async fn a_call_takes_three_round_trips() {
+    let target = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = target.local_addr().unwrap().port();
+    // localhost may be ::1 first, which must answer as well for the count.
+    let targets = [Some(target), TcpListener::bind(("::1", port)).await.ok()];
+    for target in targets.into_iter().flatten() {
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((tcp, _)) = target.accept().await {
+                held.push(tcp);
+            }
+        });
+    }
+    let (_gateway, gw_addr) = start(NetFs::new(NetOptions::default())).await;
+    let link = Rounds::to(&gw_addr).await;
+    let fsys = attach(&link.addr, "glenda", "").await;
+    for (dial, most) in [
+        (format!("tcp!127.0.0.1!{port}"), 3),
+        // cs's walk and open, its write and its first answer come first.
+        (format!("net!localhost!{port}"), 6),
+    ] {
+        let before = link.round();
+        let call = dial::call(&fsys, "/", &dial).await.unwrap();
+        let rounds = link.round() - before;
+        assert!(rounds <= most, "{dial}: {rounds} round trips");
+        drop(call);
+    }
 }
