@@ -9,7 +9,6 @@
 //! clone file gives a conversation, `connect` makes the call, and `data`
 //! is the connection. Any other dial string is dialled directly.
 
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,9 +18,11 @@ use bytes::Bytes;
 use ninep_client::{Client, Dialer, Error, File, Fsys, Mode, Options, Transfer};
 use ninep_transport::{Addr, Stream};
 use ninep_wire::consts::dotl::O_RDWR;
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio_util::sync::PollSender;
 
 /// Where a dial string leads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,24 +94,43 @@ pub async fn connect(
 /// A call made through the network directory `dir` of `gateway`: the
 /// conversation's `data`, with its `ctl` held open (closing both hangs up).
 ///
-/// What comes in is read by a task of its own, as one stream
-/// (docs/streams.md) where the gateway offers it, so that data flows
-/// without a round trip per read; it holds at most [`INCOMING`] pieces
-/// for the reader, and the stream's credit, before the gateway's queue
-/// and then TCP make the sender wait.
+/// Each direction is a stream (docs/streams.md) where the gateway offers
+/// it, so that data flows without a round trip per read or write, run by
+/// a task of its own. What comes in is held for the reader up to
+/// [`INCOMING`] pieces and the stream's credit, before the gateway's queue
+/// and then TCP make the sender wait; what goes out is taken up to
+/// [`OUTGOING`] pieces ahead of the gateway's credit. A write's failure
+/// (the call hung up) is seen by the next write or flush; dropping the
+/// call still sends what was written.
 pub struct Call {
     incoming: mpsc::Receiver<io::Result<Bytes>>,
     /// The rest of the piece last taken from `incoming`.
     piece: Bytes,
     reader: JoinHandle<()>,
+    outgoing: PollSender<Out>,
+    /// Why the writer stopped, if it failed.
+    failed: Arc<Mutex<Option<io::Error>>>,
+    /// The flush under way: answered once all before it is sent.
+    flushing: Option<oneshot::Receiver<()>>,
     data: Arc<File>,
-    writing: Option<Pin<Box<dyn Future<Output = io::Result<usize>> + Send>>>,
     /// Held open with `data`: the conversation lives while either is.
     _ctl: File,
 }
 
+/// What a [`Call`]'s writer is given.
+enum Out {
+    Data(Bytes),
+    Flush(oneshot::Sender<()>),
+}
+
 /// Pieces read ahead for the reader of a [`Call`].
 pub const INCOMING: usize = 4;
+
+/// Pieces taken ahead from the writer of a [`Call`].
+pub const OUTGOING: usize = 4;
+
+/// Most bytes of one piece taken from the writer of a [`Call`].
+const PIECE: usize = 256 << 10;
 
 /// Most credit a call's read stream grants.
 const READ_WINDOW: u64 = 4 << 20;
@@ -147,14 +167,48 @@ impl Call {
                 }
             }
         });
+        let (tx, mut outgoing) = mpsc::channel(OUTGOING);
+        let failed = Arc::new(Mutex::new(None));
+        let (file, failure) = (data.clone(), failed.clone());
+        tokio::spawn(async move {
+            let written = async {
+                let mut range = file.write_range(0, Transfer::new(Mode::Streamed)).await?;
+                while let Some(out) = outgoing.recv().await {
+                    match out {
+                        Out::Data(data) => range.write(data).await?,
+                        Out::Flush(done) => drop(done.send(())),
+                    }
+                }
+                range.finish().await
+            };
+            if let Err(e) = written.await {
+                *failure.lock() = Some(e.into());
+            }
+        });
         Call {
             incoming,
             piece: Bytes::new(),
             reader,
+            outgoing: PollSender::new(tx),
+            failed,
+            flushing: None,
             data,
-            writing: None,
             _ctl: ctl,
         }
+    }
+
+    /// Why the writer is gone.
+    fn write_failure(&self) -> io::Error {
+        self.failed
+            .lock()
+            .take()
+            .unwrap_or_else(|| io::ErrorKind::BrokenPipe.into())
+    }
+
+    /// Waits for room for one more piece for the writer.
+    fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let room = ready!(self.outgoing.poll_reserve(cx));
+        Poll::Ready(room.map_err(|_| self.write_failure()))
     }
 }
 
@@ -261,30 +315,32 @@ impl AsyncWrite for Call {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if self.writing.is_none() {
-            let file = self.data.clone();
-            let n = data.len().min(file.iounit() as usize);
-            let data = Bytes::copy_from_slice(&data[..n]);
-            self.writing = Some(Box::pin(async move {
-                file.write_at(0, data)
-                    .await
-                    .map(|n| n as usize)
-                    .map_err(io::Error::from)
-            }));
+        ready!(self.poll_room(cx))?;
+        let n = data.len().min(PIECE);
+        let piece = Out::Data(Bytes::copy_from_slice(&data[..n]));
+        if self.outgoing.send_item(piece).is_err() {
+            return Poll::Ready(Err(self.write_failure()));
         }
-        let written = self.writing.as_mut().map(|w| w.as_mut().poll(cx));
-        let written = ready!(written.unwrap_or(Poll::Ready(Ok(0))));
-        self.writing = None;
-        Poll::Ready(written)
+        Poll::Ready(Ok(n))
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Every completed write has reached the gateway.
-        Poll::Ready(Ok(()))
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.flushing.is_none() {
+            ready!(self.poll_room(cx))?;
+            let (done, flushed) = oneshot::channel();
+            if self.outgoing.send_item(Out::Flush(done)).is_err() {
+                return Poll::Ready(Err(self.write_failure()));
+            }
+            self.flushing = Some(flushed);
+        }
+        let flushed = self.flushing.as_mut().map(|f| Pin::new(f).poll(cx));
+        let flushed = ready!(flushed.unwrap_or(Poll::Ready(Ok(()))));
+        self.flushing = None;
+        Poll::Ready(flushed.map_err(|_| self.write_failure()))
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_flush(cx)
     }
 }
 

@@ -190,3 +190,32 @@ async fn a_call_takes_three_round_trips() {
         drop(call);
     }
 }
+
+#[tokio::test]
+async fn writes_to_a_call_do_not_wait_a_round_trip_each() {
+    const WRITES: usize = 32;
+    let sink = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let received = tokio::spawn(async move {
+        let (mut tcp, _) = sink.accept().await.unwrap();
+        let mut all = Vec::new();
+        tcp.read_to_end(&mut all).await.unwrap();
+        all.len()
+    });
+    let (_gateway, gw_addr) = start(NetFs::new(NetOptions::default())).await;
+    let link = Rounds::to(&gw_addr).await;
+    let fsys = attach(&link.addr, "glenda", "").await;
+    let mut call = dial::call(&fsys, "/", &format!("tcp!127.0.0.1!{port}"))
+        .await
+        .unwrap();
+    let before = link.round();
+    let block = vec![7u8; 64 << 10];
+    for _ in 0..WRITES {
+        call.write_all(&block).await.unwrap();
+    }
+    call.flush().await.unwrap();
+    let rounds = link.round() - before;
+    assert!(rounds <= 4, "{WRITES} writes took {rounds} round trips");
+    drop(call);
+    assert_eq!(received.await.unwrap(), WRITES * block.len());
+}
