@@ -9,9 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use ninep_client::{File, Fsys};
 use ninep_devices::net::{Allow, NetFs, Options};
+use ninep_ramfs::RamFs;
 use ninep_server::queue::Limits;
-use ninep_wire::Errno;
 use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR};
+use ninep_wire::{
+    Dialect, Errno, Fcall, Fid, Msg, NONUNAME, NOTAG, Rattach, Rclunk, Rversion, Rwalk, Tattach,
+    Tclunk, Tversion, Twalk,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -478,4 +482,62 @@ async fn an_announced_udp_conversation_reads_and_writes_with_headers() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("header"), "{e}");
+}
+
+#[tokio::test]
+async fn fcall_carries_a_9p_session_a_message_per_read() {
+    let (_ramfs, ram_addr) = start(RamFs::new()).await;
+    let port = ram_addr.rsplit('!').next().unwrap().parse().unwrap();
+    let (_server, net, ctl_fid) = called(Options::default(), port).await;
+    ctl(&ctl_fid, "push fcall").await.unwrap();
+    let n = String::from_utf8(ctl_fid.read_at(0, 32).await.unwrap().to_vec()).unwrap();
+    let data = net.open(&format!("tcp/{n}/data"), O_RDWR).await.unwrap();
+    let dialect = Dialect::U;
+    let send = async |fcalls: &[Fcall]| {
+        let mut all = Vec::new();
+        for fcall in fcalls {
+            all.extend_from_slice(&fcall.to_bytes(dialect).unwrap());
+        }
+        data.write_all_at(0, Bytes::from(all)).await.unwrap();
+    };
+    // Each read is one whole message (Fcall::decode refuses anything else).
+    let receive = async || Fcall::decode(data.read_at(0, 8192).await.unwrap(), dialect).unwrap();
+
+    let version = Tversion {
+        msize: 8192,
+        version: dialect.version().into(),
+    };
+    send(&[Fcall::new(NOTAG, version)]).await;
+    let reply = receive().await;
+    assert!(
+        matches!(reply.msg, Msg::Rversion(Rversion { msize: 8192, .. })),
+        "{reply:?}"
+    );
+
+    // Three requests in one write; their replies, which the server may
+    // send in one write too, come back a message per read.
+    let attach = Tattach {
+        fid: Fid(0),
+        afid: Fid::NOFID,
+        uname: "glenda".into(),
+        aname: String::new(),
+        n_uname: NONUNAME,
+    };
+    let walk = Twalk {
+        fid: Fid(0),
+        newfid: Fid(1),
+        wname: Vec::new(),
+    };
+    send(&[
+        Fcall::new(1, attach),
+        Fcall::new(2, walk),
+        Fcall::new(3, Tclunk { fid: Fid(1) }),
+    ])
+    .await;
+    let mut replies = [receive().await, receive().await, receive().await];
+    replies.sort_by_key(|r| r.tag);
+    assert_eq!(replies.each_ref().map(|r| r.tag), [1, 2, 3]);
+    assert!(matches!(replies[0].msg, Msg::Rattach(Rattach { .. })));
+    assert!(matches!(replies[1].msg, Msg::Rwalk(Rwalk { .. })));
+    assert!(matches!(replies[2].msg, Msg::Rclunk(Rclunk { .. })));
 }
