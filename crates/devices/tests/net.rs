@@ -541,3 +541,50 @@ async fn fcall_carries_a_9p_session_a_message_per_read() {
     assert!(matches!(replies[1].msg, Msg::Rwalk(Rwalk { .. })));
     assert!(matches!(replies[2].msg, Msg::Rclunk(Rclunk { .. })));
 }
+
+/// File descriptors open in this process (the server's sockets among them).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Opens of the clone file in the test below: `NINEP_CLONE_OPENS`, or
+/// 10,000 (scripts/bench-devices runs 100,000, built for release).
+fn clone_opens() -> usize {
+    std::env::var("NINEP_CLONE_OPENS").map_or(10_000, |n| n.parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_clone_file_opened_again_and_again_leaks_nothing() {
+    // Every hundredth conversation makes a call, and its socket must go too.
+    const CALL_EVERY: usize = 100;
+    let (port, mut ends) = echo_server().await;
+    let (_server, addr) = start(NetFs::new(Options::default())).await;
+    let net = attach(&addr, "glenda", "").await;
+    let fds = open_fds();
+    for i in 0..clone_opens() {
+        let ctl_fid = net.open_pipelined("tcp/clone", O_RDWR).await.unwrap();
+        if i % CALL_EVERY == 0 {
+            ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
+                .await
+                .unwrap();
+            let n = String::from_utf8(ctl_fid.read_at(0, 32).await.unwrap().to_vec()).unwrap();
+            let data = net.open(&format!("tcp/{n}/data"), O_RDWR).await.unwrap();
+            data.write_at(0, Bytes::from_static(b"ping")).await.unwrap();
+            assert_eq!(data.read_at(0, 32).await.unwrap(), "ping");
+            data.close().await.unwrap();
+        }
+        ctl_fid.close().await.unwrap();
+        if i % CALL_EVERY == 0 {
+            ends.recv().await.expect("the call's socket is closed");
+        }
+    }
+    assert_eq!(names(&net, "tcp").await, ["clone"]);
+    let again = net.open("tcp/clone", O_RDWR).await.unwrap();
+    assert_eq!(
+        again.read_at(0, 32).await.unwrap(),
+        "0",
+        "number 0 is free again"
+    );
+    again.close().await.unwrap();
+    assert_eq!(open_fds(), fds, "every socket is closed");
+}
