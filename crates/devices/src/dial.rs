@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use ninep_client::{Client, Dialer, Error, File, Fsys, Mode, Options, Transfer};
+use ninep_client::{Client, Dialer, Error, File, Fsys, Mode, Options, Prover, Transfer};
 use ninep_transport::{Addr, Stream};
+use ninep_wire::NONUNAME;
 use ninep_wire::consts::dotl::O_RDWR;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -55,14 +56,53 @@ pub fn route(addr: &str) -> Route<'_> {
     }
 }
 
+/// How to attach to the gateways on a dial string's way: as `uname`,
+/// proven through Tauth by `prover` to a gateway that asks (MUNGE, say).
+/// TLS client certificates and peercred prove the user beneath 9P: the
+/// [`Dialer`] carries the first, a `unix!` gateway address the second.
+#[derive(Debug, Clone, Copy)]
+pub struct Gateways<'a> {
+    /// The user to attach as.
+    pub uname: &'a str,
+    /// What proves the user to a gateway whose server asks for Tauth.
+    pub prover: Option<&'a dyn Prover>,
+}
+
+impl<'a> Gateways<'a> {
+    /// Attaching as `uname`, proving nothing.
+    pub fn as_user(uname: &'a str) -> Gateways<'a> {
+        Gateways {
+            uname,
+            prover: None,
+        }
+    }
+
+    async fn attach(&self, client: Client) -> Result<Fsys, Error> {
+        match self.prover {
+            Some(prover) => client.attach_proven(self.uname, NONUNAME, "", prover).await,
+            None => client.attach(self.uname, "").await,
+        }
+    }
+}
+
 /// A connection to `addr` (see [`route`]), the first hop made as `dialer`
 /// makes it (with its TLS, say); the 9P sessions with gateways on the way
-/// use `options` and attach as `uname`.
+/// use `options` and attach as `uname`, proving nothing more.
 pub async fn dial(
     addr: &str,
     dialer: &Dialer,
     options: &Options,
     uname: &str,
+) -> Result<Box<dyn Stream>, Error> {
+    dial_as(addr, dialer, options, Gateways::as_user(uname)).await
+}
+
+/// As [`dial`], attaching to gateways as `gateways` says.
+pub async fn dial_as(
+    addr: &str,
+    dialer: &Dialer,
+    options: &Options,
+    gateways: Gateways<'_>,
 ) -> Result<Box<dyn Stream>, Error> {
     match route(addr) {
         Route::Direct(addr) => {
@@ -70,11 +110,9 @@ pub async fn dial(
             Ok(dialer.dial(&addr).await?)
         }
         Route::Through { gateway, dir, dial } => {
-            let stream = Box::pin(self::dial(gateway, dialer, options, uname)).await?;
-            let gateway = Client::over(stream, options.clone())
-                .await?
-                .attach(uname, "")
-                .await?;
+            let stream = Box::pin(dial_as(gateway, dialer, options, gateways)).await?;
+            let client = Client::over(stream, options.clone()).await?;
+            let gateway = gateways.attach(client).await?;
             Ok(Box::new(call(&gateway, dir, dial).await?))
         }
     }
@@ -87,7 +125,17 @@ pub async fn connect(
     options: Options,
     uname: &str,
 ) -> Result<Client, Error> {
-    let stream = dial(addr, dialer, &options, uname).await?;
+    connect_as(addr, dialer, options, Gateways::as_user(uname)).await
+}
+
+/// As [`connect`], attaching to gateways as `gateways` says.
+pub async fn connect_as(
+    addr: &str,
+    dialer: &Dialer,
+    options: Options,
+    gateways: Gateways<'_>,
+) -> Result<Client, Error> {
+    let stream = dial_as(addr, dialer, &options, gateways).await?;
     Client::over(stream, options).await
 }
 

@@ -9,10 +9,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ninep_client::{Dialer, Options};
-use ninep_devices::dial;
+use ninep_client::{AuthFid, Dialer, Options, Prover};
+use ninep_devices::dial::{self, Gateways};
 use ninep_devices::net::{NetFs, Options as NetOptions};
 use ninep_ramfs::RamFs;
+use ninep_server::auth::{BoxFuture, Exchange, NoUsers, Proof, Scheme};
+use ninep_server::{Limits, Policy, Server, StreamLimits, User};
+use ninep_transport::Addr;
 use ninep_wire::consts::dotl::O_RDWR;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -218,4 +221,107 @@ async fn writes_to_a_call_do_not_wait_a_round_trip_each() {
     assert!(rounds <= 4, "{WRITES} writes took {rounds} round trips");
     drop(call);
     assert_eq!(received.await.unwrap(), WRITES * block.len());
+}
+
+/// A Tauth scheme for the tests: writing the password to the afid proves
+/// the user the Tauth named.
+#[derive(Debug)]
+struct Password;
+
+const PASSWORD: &[u8] = b"open sesame";
+
+struct Said {
+    user: String,
+    said: Vec<u8>,
+}
+
+impl Scheme for Password {
+    fn name(&self) -> &str {
+        "password"
+    }
+
+    fn start(&self, user: &User) -> ninep_server::Result<Box<dyn Exchange>> {
+        Ok(Box::new(Said {
+            user: user.uname.clone(),
+            said: Vec::new(),
+        }))
+    }
+}
+
+impl Exchange for Said {
+    fn write(&mut self, _offset: u64, data: Bytes) -> BoxFuture<'_, ninep_server::Result<u32>> {
+        self.said.extend_from_slice(&data);
+        Box::pin(async move { Ok(data.len() as u32) })
+    }
+
+    fn proof(&mut self) -> BoxFuture<'_, ninep_server::Result<Proof>> {
+        let proof = (self.said == PASSWORD).then(|| Proof {
+            uname: Some(self.user.clone()),
+            uid: None,
+        });
+        Box::pin(async move { proof.ok_or_else(|| ninep_server::Error::new("wrong password")) })
+    }
+}
+
+impl Prover for Password {
+    fn prove<'a>(
+        &'a self,
+        afid: &'a AuthFid,
+        _n_uname: u32,
+    ) -> ninep_client::BoxFuture<'a, Result<(), ninep_client::Error>> {
+        Box::pin(async move { afid.write(0, Bytes::from_static(PASSWORD)).await.map(drop) })
+    }
+}
+
+/// A /net on `addr` whose attaches `policy` must prove: its address.
+async fn gateway(addr: &str, policy: Policy) -> (ninep_server::Spawned, String) {
+    let listener = addr.parse::<Addr>().unwrap().listen().await.unwrap();
+    let bound = listener.local_addr().unwrap().to_string();
+    let fs = NetFs::new(NetOptions::default());
+    let server = Server::with_policy(fs, Limits::default(), StreamLimits::default(), policy);
+    (server.spawn(listener), bound)
+}
+
+/// Reads the root of the ramfs at `ram` through `gw`, attaching to the
+/// gateway as `gateways` says.
+async fn through(gw: &str, ram: &str, gateways: Gateways<'_>) -> Result<(), ninep_client::Error> {
+    let port = ram.rsplit('!').next().unwrap();
+    let addr = format!("{gw}:/tcp!127.0.0.1!{port}");
+    let client = dial::connect_as(&addr, &Dialer::default(), Options::default(), gateways).await?;
+    let fsys = client.attach("glenda", "").await?;
+    fsys.read_dir("/").await.map(drop)
+}
+
+#[tokio::test]
+async fn a_gateway_that_asks_for_tauth_takes_only_a_proven_dial() {
+    let (_ramfs, ram) = start(RamFs::new()).await;
+    let policy = Policy::required(Arc::new(NoUsers)).with_scheme(Arc::new(Password));
+    let (_gateway, gw) = gateway("tcp!127.0.0.1!0", policy).await;
+
+    let e = through(&gw, &ram, Gateways::as_user("glenda"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.errno(), ninep_wire::Errno::EPERM, "{e}");
+    let proven = Gateways {
+        uname: "glenda",
+        prover: Some(&Password),
+    };
+    through(&gw, &ram, proven).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_peercred_gateway_takes_a_dial_over_its_unix_socket_only() {
+    let (_ramfs, ram) = start(RamFs::new()).await;
+    let dir = std::env::temp_dir().join(format!("ninep-devices-peercred-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = format!("unix!{}", dir.join("gw").display());
+    let policy = || Policy::required(Arc::new(NoUsers)).with_peercred();
+    let (_by_tcp, tcp_gw) = gateway("tcp!127.0.0.1!0", policy()).await;
+    let (_by_unix, _) = gateway(&sock, policy()).await;
+
+    let user = Gateways::as_user("glenda");
+    let e = through(&tcp_gw, &ram, user).await.unwrap_err();
+    assert_eq!(e.errno(), ninep_wire::Errno::EPERM, "{e}");
+    through(&sock, &ram, user).await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }
