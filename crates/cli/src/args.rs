@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use ninep_client::{Client, Fsys, Options, Recovery};
-use ninep_devices::dial::{Route, route};
+use ninep_client::{Client, Fsys, Options, Prover, Recovery};
+use ninep_devices::dial::{Gateways, Route, connect_as, route};
 
 use crate::auth::ClientArgs;
 use ninep_wire::{Dialect, NONUNAME};
@@ -69,15 +69,23 @@ impl ServerArgs {
             msize: self.msize,
         };
         let dialer = self.client.dialer()?;
+        let prover = self.client.prover();
         let client = match (route(addr), recovery) {
             (Route::Direct(addr), Some(recovery)) => {
                 Client::dial_recovering(addr, &dialer, options, recovery).await
             }
-            // Through a gateway's /net if the address says so.
-            _ => ninep_devices::dial::connect(addr, &dialer, options, &self.uname).await,
+            // Through a gateway's /net if the address says so, proving
+            // ourselves to gateways as to the server.
+            _ => {
+                let gateways = Gateways {
+                    uname: &self.uname,
+                    prover: prover.as_ref().map(|p| p as &dyn Prover),
+                };
+                connect_as(addr, &dialer, options, gateways).await
+            }
         };
         let client = client.with_context(|| addr.to_owned())?;
-        let fsys = match self.client.prover() {
+        let fsys = match prover {
             None => client.attach_as(&self.uname, n_uname, &self.aname).await?,
             Some(prover) => {
                 client

@@ -5,7 +5,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use ninep_client::Options;
+use ninep_client::{Options, Prover};
+use ninep_devices::dial::{Gateways, dial_as};
 use tokio::io::AsyncWriteExt;
 
 #[derive(clap::Args)]
@@ -20,7 +21,8 @@ pub struct Args {
     /// msize to ask gateways for.
     #[arg(long, default_value_t = Options::default().msize)]
     msize: u32,
-    /// How to reach the first gateway (its TLS).
+    /// How to reach the first gateway (its TLS) and prove ourselves to
+    /// gateways that ask (MUNGE).
     #[command(flatten)]
     client: crate::auth::ClientArgs,
 }
@@ -30,7 +32,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         msize: args.msize,
         ..Options::default()
     };
-    let conn = ninep_devices::dial::dial(&args.addr, &args.client.dialer()?, &options, &args.uname)
+    let prover = args.client.prover();
+    let gateways = Gateways {
+        uname: &args.uname,
+        prover: prover.as_ref().map(|p| p as &dyn Prover),
+    };
+    let conn = dial_as(&args.addr, &args.client.dialer()?, &options, gateways)
         .await
         .with_context(|| args.addr.clone())?;
     let (mut rx, mut tx) = tokio::io::split(conn);

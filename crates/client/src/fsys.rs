@@ -69,6 +69,30 @@ pub(crate) fn bad_name(name: &str, err: NameError) -> Error {
     Error::refused(err.errno(), format!("{name:?}: {err}"))
 }
 
+/// A walk that stopped short at `name`.
+fn not_found(name: &Name) -> Error {
+    Error::Remote {
+        errno: Errno::ENOENT,
+        ename: format!("{name}: {}", Errno::ENOENT.ename()),
+    }
+}
+
+/// Opens `fid` with Linux open flags: its qid and iounit.
+async fn open_fid(client: &Client, fid: ninep_wire::Fid, flags: u32) -> Result<(Qid, u32), Error> {
+    let inner = &client.inner;
+    match client.dialect() {
+        Dialect::L => {
+            let r = inner.call(Tlopen { fid, flags }).await?;
+            Ok((r.qid, r.iounit))
+        }
+        _ => {
+            let mode = convert::open_mode(flags);
+            let r = inner.call(Topen { fid, mode }).await?;
+            Ok((r.qid, r.iounit))
+        }
+    }
+}
+
 impl Fid {
     pub(crate) fn new(client: Client, fid: ninep_wire::Fid, qid: Qid) -> Fid {
         Fid {
@@ -93,6 +117,17 @@ impl Fid {
             fid: self.client.inner.alloc_fid(),
             armed: true,
         }
+    }
+
+    /// One Twalk from this fid to `names`, and the new fid it makes.
+    fn walk_here(&self, names: &[Name]) -> (Unfinished, Twalk) {
+        let unfinished = self.new_fid();
+        let msg = Twalk {
+            fid: self.fid,
+            newfid: unfinished.fid,
+            wname: names.to_vec(),
+        };
+        (unfinished, msg)
     }
 
     /// The fid number on the wire.
@@ -141,10 +176,7 @@ impl Fid {
                 if !unfinished.armed {
                     inner.free_fid(newfid);
                 }
-                return Err(Error::Remote {
-                    errno: Errno::ENOENT,
-                    ename: format!("{}: {}", chunk[wqid.len()], Errno::ENOENT.ename()),
-                });
+                return Err(not_found(&chunk[wqid.len()]));
             }
             qid = wqid.last().copied().unwrap_or(qid);
             from = newfid;
@@ -168,13 +200,8 @@ impl Fid {
             ));
         }
         let inner = &self.client.inner;
-        let mut unfinished = self.new_fid();
+        let (mut unfinished, msg) = self.walk_here(names);
         let newfid = unfinished.fid;
-        let msg = Twalk {
-            fid: self.fid,
-            newfid,
-            wname: names.to_vec(),
-        };
         let wqid = match inner.call(msg).await {
             Ok(r) => r.wqid,
             Err(e) => {
@@ -217,22 +244,62 @@ impl Fid {
     /// Opens the file with Linux open flags (`O_RDONLY`, `O_RDWR | O_TRUNC`,
     /// ...); for 9P2000 and .u they become the matching open mode.
     pub async fn open(self, flags: u32) -> Result<File, Error> {
-        let inner = &self.client.inner;
-        let fid = self.fid;
-        let (qid, iounit) = match self.client.dialect() {
-            Dialect::L => {
-                let r = inner.call(Tlopen { fid, flags }).await?;
-                (r.qid, r.iounit)
-            }
-            _ => {
-                let mode = convert::open_mode(flags);
-                let r = inner.call(Topen { fid, mode }).await?;
-                (r.qid, r.iounit)
-            }
-        };
+        let (qid, iounit) = open_fid(&self.client, self.fid, flags).await?;
         let mut fid = self;
         fid.qid = qid;
         Ok(File::new(fid, iounit))
+    }
+
+    /// Walks to `names` and opens the file there (see [`Fid::open`]) in one
+    /// round trip: the open, sent without waiting for the walk, names the
+    /// fid the walk makes. ninep's server runs it once the walk has made
+    /// the fid; a server that runs it first refuses it (unknown fid), and
+    /// then it is sent again after the walk.
+    pub async fn walk_open(&self, names: &[Name], flags: u32) -> Result<File, Error> {
+        if names.len() > MAXWELEM {
+            return self.walk(names).await?.open(flags).await;
+        }
+        let inner = &self.client.inner;
+        let (mut unfinished, msg) = self.walk_here(names);
+        let newfid = unfinished.fid;
+        let walked = match inner.start(msg) {
+            Ok(walked) => walked,
+            Err(e) => {
+                unfinished.armed = false;
+                inner.free_fid(newfid);
+                return Err(e);
+            }
+        };
+        let (walked, opened) = tokio::join!(walked, open_fid(&self.client, newfid, flags));
+        unfinished.armed = false;
+        let wqid = match walked {
+            Ok(r) if r.wqid.len() == names.len() => r.wqid,
+            Ok(r) if r.wqid.len() < names.len() => {
+                inner.free_fid(newfid);
+                return Err(not_found(&names[r.wqid.len()]));
+            }
+            Ok(_) => return Err(Error::protocol("Rwalk with more qids than names")),
+            Err(e) => {
+                inner.free_fid(newfid);
+                return Err(e);
+            }
+        };
+        let mut fid = Fid::new(
+            self.client.clone(),
+            newfid,
+            wqid.last().copied().unwrap_or(self.qid),
+        );
+        fid.name = names
+            .last()
+            .map_or_else(|| self.name.clone(), |n| n.to_string());
+        match opened {
+            Ok((qid, iounit)) => {
+                fid.qid = qid;
+                Ok(File::new(fid, iounit))
+            }
+            Err(e) if e.is_remote() && e.errno() == Errno::EBADF => fid.open(flags).await,
+            Err(e) => Err(e),
+        }
     }
 
     /// Creates `name` in this directory with permissions `perm` and opens it
@@ -372,6 +439,12 @@ impl Fsys {
     /// Opens `path` with Linux open flags (see [`Fid::open`]).
     pub async fn open(&self, path: &str, flags: u32) -> Result<File, Error> {
         self.walk(path).await?.open(flags).await
+    }
+
+    /// As [`Fsys::open`], in one round trip rather than two (see
+    /// [`Fid::walk_open`]).
+    pub async fn open_pipelined(&self, path: &str, flags: u32) -> Result<File, Error> {
+        self.root.walk_open(&path_names(path)?, flags).await
     }
 
     /// Creates file `path` (its directory must exist) and opens it.

@@ -227,27 +227,74 @@ async fn sink_and_source(total: usize) -> u16 {
     port
 }
 
-/// Sends `total` bytes in 64 KiB writes then reads `total` back: the rate
-/// of each, as the sender sees it (the send ends when the server starts
-/// answering).
-async fn bulk(conn: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin), total: usize) -> (f64, f64) {
+/// What one bulk run measured: MB/s each way, as the sender sees it, and
+/// the CPU time this process spent per MiB moved (both ways), which the
+/// machine's other load disturbs less than the rates.
+#[derive(Debug, Clone, Copy)]
+struct Bulk {
+    send: f64,
+    receive: f64,
+    cpu_ms_per_mib: f64,
+}
+
+/// Runs in each median.
+const RUNS: usize = 3;
+
+/// CPU seconds this process has used, all its threads.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command's closing parenthesis, from the third on:
+    // utime and stime are the 14th and 15th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / rustix::param::clock_ticks_per_second() as f64
+}
+
+/// Sends `total` bytes in 64 KiB writes then reads `total` back (the send
+/// ends when the server starts answering).
+async fn bulk(conn: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin), total: usize) -> Bulk {
     let block = vec![7u8; WRITE];
+    let cpu = cpu_seconds();
     let start = Instant::now();
     for _ in 0..total / WRITE {
         conn.write_all(&block).await.unwrap();
     }
     let mut buf = vec![0u8; 1024 * 1024];
     let mut got = conn.read(&mut buf).await.unwrap();
-    let sent = mb_per_s(total, start.elapsed());
+    let send = mb_per_s(total, start.elapsed());
     let start = Instant::now();
     while got < total {
         let n = conn.read(&mut buf).await.unwrap();
         assert!(n > 0, "the source ended early");
         got += n;
     }
-    let received = mb_per_s(total, start.elapsed());
+    let receive = mb_per_s(total, start.elapsed());
+    let cpu_ms_per_mib = (cpu_seconds() - cpu) * 1e3 / (2 * (total >> 20)) as f64;
     conn.write_all(b"done").await.unwrap();
-    (sent, received)
+    Bulk {
+        send,
+        receive,
+        cpu_ms_per_mib,
+    }
+}
+
+/// The median of each figure of `runs`.
+fn median(runs: &[Bulk]) -> Bulk {
+    let of = |figure: fn(&Bulk) -> f64| {
+        let mut all: Vec<f64> = runs.iter().map(figure).collect();
+        all.sort_by(f64::total_cmp);
+        all[all.len() / 2]
+    };
+    Bulk {
+        send: of(|b| b.send),
+        receive: of(|b| b.receive),
+        cpu_ms_per_mib: of(|b| b.cpu_ms_per_mib),
+    }
 }
 
 #[tokio::main]
@@ -293,8 +340,16 @@ async fn main() {
     println!("\nTCP on loopback, {mib} MiB each way");
     let port = sink_and_source(total).await;
     let target = format!("127.0.0.1!{port}");
-    let mut direct = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (d_send, d_recv) = bulk(&mut direct, total).await;
+    let mut runs = Vec::new();
+    for _ in 0..RUNS {
+        let mut direct = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        runs.push(bulk(&mut direct, total).await);
+    }
+    let direct = median(&runs);
+    println!(
+        "  direct (median of {RUNS}): send {:.0} MB/s, receive {:.0} MB/s, cpu {:.2} ms/MiB",
+        direct.send, direct.receive, direct.cpu_ms_per_mib
+    );
     let gateways = match std::env::var("DEVBENCH_GATEWAY") {
         Ok(gw) => vec![(format!("{gw} (its own process)"), None, gw)],
         Err(_) => {
@@ -316,15 +371,23 @@ async fn main() {
     };
     for (what, _server, gw) in &gateways {
         let through = format!("{gw}:/tcp!{target}");
-        let mut call = dial::dial(&through, &Dialer::default(), &Options::default(), "bench")
-            .await
-            .unwrap();
-        let (n_send, n_recv) = bulk(&mut call, total).await;
-        println!("  through /net ({what}):");
+        let mut runs = Vec::new();
+        for _ in 0..RUNS {
+            let mut call = dial::dial(&through, &Dialer::default(), &Options::default(), "bench")
+                .await
+                .unwrap();
+            runs.push(bulk(&mut call, total).await);
+        }
+        let n = median(&runs);
+        println!("  through /net ({what}), median of {RUNS}:");
         println!(
-            "    send {n_send:>6.0} MB/s ({:.2}x direct {d_send:.0}), receive {n_recv:>6.0} MB/s ({:.2}x direct {d_recv:.0})",
-            n_send / d_send,
-            n_recv / d_recv
+            "    send {:>6.0} MB/s ({:.2}x direct), receive {:>6.0} MB/s ({:.2}x direct), cpu {:.2} ms/MiB ({:.1}x direct)",
+            n.send,
+            n.send / direct.send,
+            n.receive,
+            n.receive / direct.receive,
+            n.cpu_ms_per_mib,
+            n.cpu_ms_per_mib / direct.cpu_ms_per_mib
         );
     }
 

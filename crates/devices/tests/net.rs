@@ -9,9 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use ninep_client::{File, Fsys};
 use ninep_devices::net::{Allow, NetFs, Options};
+use ninep_ramfs::RamFs;
 use ninep_server::queue::Limits;
-use ninep_wire::Errno;
 use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR};
+use ninep_wire::{
+    Dialect, Errno, Fcall, Fid, Msg, NONUNAME, NOTAG, Rattach, Rclunk, Rversion, Rwalk, Tattach,
+    Tclunk, Tversion, Twalk,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -478,4 +482,109 @@ async fn an_announced_udp_conversation_reads_and_writes_with_headers() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("header"), "{e}");
+}
+
+#[tokio::test]
+async fn fcall_carries_a_9p_session_a_message_per_read() {
+    let (_ramfs, ram_addr) = start(RamFs::new()).await;
+    let port = ram_addr.rsplit('!').next().unwrap().parse().unwrap();
+    let (_server, net, ctl_fid) = called(Options::default(), port).await;
+    ctl(&ctl_fid, "push fcall").await.unwrap();
+    let n = String::from_utf8(ctl_fid.read_at(0, 32).await.unwrap().to_vec()).unwrap();
+    let data = net.open(&format!("tcp/{n}/data"), O_RDWR).await.unwrap();
+    let dialect = Dialect::U;
+    let send = async |fcalls: &[Fcall]| {
+        let mut all = Vec::new();
+        for fcall in fcalls {
+            all.extend_from_slice(&fcall.to_bytes(dialect).unwrap());
+        }
+        data.write_all_at(0, Bytes::from(all)).await.unwrap();
+    };
+    // Each read is one whole message (Fcall::decode refuses anything else).
+    let receive = async || Fcall::decode(data.read_at(0, 8192).await.unwrap(), dialect).unwrap();
+
+    let version = Tversion {
+        msize: 8192,
+        version: dialect.version().into(),
+    };
+    send(&[Fcall::new(NOTAG, version)]).await;
+    let reply = receive().await;
+    assert!(
+        matches!(reply.msg, Msg::Rversion(Rversion { msize: 8192, .. })),
+        "{reply:?}"
+    );
+
+    // Three requests in one write; their replies, which the server may
+    // send in one write too, come back a message per read.
+    let attach = Tattach {
+        fid: Fid(0),
+        afid: Fid::NOFID,
+        uname: "glenda".into(),
+        aname: String::new(),
+        n_uname: NONUNAME,
+    };
+    let walk = Twalk {
+        fid: Fid(0),
+        newfid: Fid(1),
+        wname: Vec::new(),
+    };
+    send(&[
+        Fcall::new(1, attach),
+        Fcall::new(2, walk),
+        Fcall::new(3, Tclunk { fid: Fid(1) }),
+    ])
+    .await;
+    let mut replies = [receive().await, receive().await, receive().await];
+    replies.sort_by_key(|r| r.tag);
+    assert_eq!(replies.each_ref().map(|r| r.tag), [1, 2, 3]);
+    assert!(matches!(replies[0].msg, Msg::Rattach(Rattach { .. })));
+    assert!(matches!(replies[1].msg, Msg::Rwalk(Rwalk { .. })));
+    assert!(matches!(replies[2].msg, Msg::Rclunk(Rclunk { .. })));
+}
+
+/// File descriptors open in this process (the server's sockets among them).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Opens of the clone file in the test below: `NINEP_CLONE_OPENS`, or
+/// 10,000 (scripts/bench-devices runs 100,000, built for release).
+fn clone_opens() -> usize {
+    std::env::var("NINEP_CLONE_OPENS").map_or(10_000, |n| n.parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_clone_file_opened_again_and_again_leaks_nothing() {
+    // Every hundredth conversation makes a call, and its socket must go too.
+    const CALL_EVERY: usize = 100;
+    let (port, mut ends) = echo_server().await;
+    let (_server, addr) = start(NetFs::new(Options::default())).await;
+    let net = attach(&addr, "glenda", "").await;
+    let fds = open_fds();
+    for i in 0..clone_opens() {
+        let ctl_fid = net.open_pipelined("tcp/clone", O_RDWR).await.unwrap();
+        if i % CALL_EVERY == 0 {
+            ctl(&ctl_fid, &format!("connect 127.0.0.1!{port}"))
+                .await
+                .unwrap();
+            let n = String::from_utf8(ctl_fid.read_at(0, 32).await.unwrap().to_vec()).unwrap();
+            let data = net.open(&format!("tcp/{n}/data"), O_RDWR).await.unwrap();
+            data.write_at(0, Bytes::from_static(b"ping")).await.unwrap();
+            assert_eq!(data.read_at(0, 32).await.unwrap(), "ping");
+            data.close().await.unwrap();
+        }
+        ctl_fid.close().await.unwrap();
+        if i % CALL_EVERY == 0 {
+            ends.recv().await.expect("the call's socket is closed");
+        }
+    }
+    assert_eq!(names(&net, "tcp").await, ["clone"]);
+    let again = net.open("tcp/clone", O_RDWR).await.unwrap();
+    assert_eq!(
+        again.read_at(0, 32).await.unwrap(),
+        "0",
+        "number 0 is free again"
+    );
+    again.close().await.unwrap();
+    assert_eq!(open_fds(), fds, "every socket is closed");
 }
