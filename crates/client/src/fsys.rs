@@ -178,6 +178,12 @@ impl Fid {
                 }
                 return Err(not_found(&chunk[wqid.len()]));
             }
+            if wqid.len() > chunk.len() {
+                // A broken server: newfid may or may not exist (unless an
+                // earlier chunk made it), so its number is never reused.
+                unfinished.armed = from == newfid;
+                return Err(Error::protocol("Rwalk with more qids than names"));
+            }
             qid = wqid.last().copied().unwrap_or(qid);
             from = newfid;
         }

@@ -89,7 +89,8 @@ async fn files_are_tokio_readers_and_writers() {
 }
 
 /// A hand-written peer: answers version, attach, walk and open, never
-/// answers reads, and reports every message it gets.
+/// answers reads, and reports every message it gets. A walk to `broken`
+/// it answers with one qid more than the names, as a broken server would.
 async fn silent_reader(stream: DuplexStream, seen: tokio::sync::mpsc::UnboundedSender<Fcall>) {
     let (r, mut w) = tokio::io::split(stream);
     let mut frames = FramedRead::new(r, FrameCodec::new(1 << 20, Dialect::L));
@@ -105,12 +106,11 @@ async fn silent_reader(stream: DuplexStream, seen: tokio::sync::mpsc::UnboundedS
                 .into(),
             ),
             Msg::Tattach(_) => Some(Rattach { qid }.into()),
-            Msg::Twalk(w) => Some(
-                Rwalk {
-                    wqid: vec![qid; w.wname.len()],
-                }
-                .into(),
-            ),
+            Msg::Twalk(w) => {
+                let broken = w.wname.first().is_some_and(|n| n.as_str() == "broken");
+                let wqid = vec![qid; w.wname.len() + usize::from(broken)];
+                Some(Rwalk { wqid }.into())
+            }
             Msg::Tlopen(_) => Some(Rlopen { qid, iounit: 0 }.into()),
             Msg::Tflush(_) | Msg::Tclunk(_) => Some(match fcall.msg {
                 Msg::Tflush(_) => Rflush {}.into(),
@@ -142,6 +142,20 @@ async fn silent_peer() -> (Client, tokio::sync::mpsc::UnboundedReceiver<Fcall>) 
         .await
         .expect("connect");
     (client, seen)
+}
+
+/// A walk answered with more qids than names fails (the reply cannot be
+/// trusted) rather than handing out a fid, and the connection goes on.
+#[tokio::test]
+async fn a_walk_past_its_names_is_refused() {
+    let (client, _seen) = silent_peer().await;
+    let fsys = client.attach("glenda", "").await.expect("attach");
+    let err = fsys
+        .walk("broken")
+        .await
+        .expect_err("a walk past its names");
+    assert_eq!(err.errno(), Errno::EPROTO, "{err}");
+    fsys.walk("fine").await.expect("a walk after it");
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! A mount of a server that lies: between the mount and a ramfs sits a
-//! proxy that falsifies one reply at a time (a read longer than asked,
-//! absurd attributes, directory entries no file system
+//! proxy that falsifies one reply at a time (a read longer than asked, a
+//! walk past its names, absurd attributes, directory entries no file system
 //! may have, a reply of the wrong type, a reply to a tag never used). Each
 //! lie costs at most the call it answered: the mount keeps serving, gives
 //! the kernel nothing a file system may not hold, and never panics.
@@ -25,6 +25,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 enum Lie {
     /// Rread with more bytes than the Tread asked for.
     ReadTooLong,
+    /// Rwalk with one qid more than the names walked.
+    WalkTooFar,
     /// Rgetattr of a regular file with every figure out of range and the
     /// mode of a socket.
     AbsurdAttributes,
@@ -43,7 +45,7 @@ enum Lie {
     StrayTag,
 }
 
-const LIES: [Lie; 8] = [
+const LIES: [Lie; 9] = [
     Lie::ReadTooLong,
     Lie::AbsurdAttributes,
     Lie::QidOfADirectory,
@@ -52,6 +54,7 @@ const LIES: [Lie; 8] = [
     Lie::Undecodable,
     Lie::WrongType,
     Lie::StrayTag,
+    Lie::WalkTooFar,
 ];
 
 /// The lie to tell next, and whether it has been told.
@@ -103,6 +106,11 @@ fn falsify(lie: Lie, reply: &Fcall, asked: Option<u32>) -> Option<Bytes> {
             Msg::Rread(ninep_wire::Rread {
                 data: data.freeze(),
             })
+        }
+        (Lie::WalkTooFar, Msg::Rwalk(r)) if !r.wqid.is_empty() => {
+            let mut wqid = r.wqid.clone();
+            wqid.push(wqid[0]);
+            Msg::Rwalk(ninep_wire::Rwalk { wqid })
         }
         (Lie::AbsurdAttributes, Msg::Rgetattr(r)) if !r.qid.ty.contains(QidType::DIR) => {
             let mut r = r.clone();
@@ -212,6 +220,7 @@ static PANICS: AtomicUsize = AtomicUsize::new(0);
 fn probe(mnt: &Path, lie: Lie) -> std::io::Result<String> {
     match lie {
         Lie::ReadTooLong => std::fs::read_to_string(mnt.join("ok")),
+        Lie::WalkTooFar => std::fs::metadata(mnt.join("ok")).map(|m| format!("{m:?}")),
         Lie::ImpossibleNames => std::fs::read_dir(mnt)?
             .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
             .collect::<std::io::Result<Vec<_>>>()
@@ -263,7 +272,10 @@ async fn each_lie_of_a_server_costs_at_most_its_call() {
         assert_eq!(liar.lock().told, Some(lie), "the lie was told");
         match (lie, &answer) {
             // Refused by the client: the call fails, with EPROTO.
-            (Lie::ReadTooLong | Lie::WrongType | Lie::Undecodable, r) => {
+            // The walk of a lookup refused; the kernel, whose revalidation
+            // of a name it knew failed, may look the name up afresh.
+            (Lie::WalkTooFar, Ok(_)) => {}
+            (Lie::ReadTooLong | Lie::WalkTooFar | Lie::WrongType | Lie::Undecodable, r) => {
                 let errno = r.as_ref().map_err(std::io::Error::raw_os_error);
                 assert_eq!(errno, Err(Some(71)), "{lie:?} is refused: {r:?}");
             }
