@@ -8,6 +8,9 @@
 //! handles above ([`crate::Fid`], [`crate::File`]) never notice; a file that
 //! is gone, or is another file now (a different qid.path), is not remade and
 //! its fid fails from then on with [`Error::Lost`].
+//!
+//! What becomes of the connection's requests meanwhile, from the loss until
+//! they flow again, is in `conn/reconnect.rs`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
