@@ -1,5 +1,6 @@
-//! GET and HEAD of a file: one walk and one stat decide the answer (never a
-//! listing of its directory), and the data is read only for a GET that
+//! GET and HEAD of a file: the file walked to and opened in one round trip
+//! (the open sent behind the walk), then one stat decides the answer (never
+//! a listing of its directory), and the data is read only for a GET that
 //! will send it.
 //!
 //! A file that fits in one read is read before the headers go out, so its
@@ -15,17 +16,16 @@ use std::io;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderValue, Method, Response, StatusCode, header};
-use ninep_client::{Fid, File, Transfer};
-use ninep_wire::consts::dotl::O_RDONLY;
+use ninep_client::{File, Transfer};
 
 use crate::body::{Body, Piped, empty, full};
 use crate::status::{failed, plain};
 use crate::validators::{Precondition, Ranged, Validators, preconditions, ranged};
 
-/// Answers a GET or HEAD of the file `fid`, named `name`; `window` bounds
-/// the bytes read ahead of the client.
-pub async fn file(req: &Parts, name: &str, fid: Fid, window: u64) -> Response<Body> {
-    match respond(req, name, fid, window).await {
+/// Answers a GET or HEAD of the open file `file`, named `name`; `window`
+/// bounds the bytes read ahead of the client.
+pub async fn file(req: &Parts, name: &str, file: File, window: u64) -> Response<Body> {
+    match respond(req, name, file, window).await {
         Ok(res) => res,
         Err(e) => failed(&e),
     }
@@ -46,26 +46,18 @@ fn sends_from_the_start(req: &Parts) -> bool {
         .any(|h| req.headers.contains_key(h))
 }
 
-/// The file as far as the request has taken it.
-enum Handle {
-    /// Walked to.
-    Walked(Fid),
-    /// Opened, and the data at offset 0 read.
-    Read(File, Bytes),
-}
-
 async fn respond(
     req: &Parts,
     name: &str,
-    fid: Fid,
+    file: File,
     window: u64,
 ) -> Result<Response<Body>, ninep_client::Error> {
-    let (info, handle) = if sends_from_the_start(req) {
-        let file = fid.open(O_RDONLY).await?;
+    // The data at offset 0, read beside the stat where it will be sent.
+    let (info, first) = if sends_from_the_start(req) {
         let (info, first) = tokio::join!(file.stat(), file.read_at(0, file.iounit()));
-        (info?, Handle::Read(file, first?))
+        (info?, Some(first?))
     } else {
-        (fid.stat().await?, Handle::Walked(fid))
+        (file.stat().await?, None)
     };
     let v = Validators::of(&info);
     let mut res = Response::builder()
@@ -95,10 +87,7 @@ async fn respond(
         if req.method == Method::HEAD {
             return Ok(finish(res, empty()));
         }
-        let (file, first) = match handle {
-            Handle::Read(file, first) => (file, first),
-            Handle::Walked(fid) => (fid.open(O_RDONLY).await?, Bytes::new()),
-        };
+        let first = first.unwrap_or_default();
         return Ok(finish(res, pipe(file, 0, None, first, window)));
     }
     let len = info.size;
@@ -129,13 +118,11 @@ async fn respond(
     if req.method == Method::HEAD {
         return Ok(finish(res, empty()));
     }
-    let (file, first) = match handle {
-        Handle::Read(file, first) => (file, first),
-        Handle::Walked(fid) => {
-            let file = fid.open(O_RDONLY).await?;
+    let first = match first {
+        Some(first) => first,
+        None => {
             let want = count.min(file.iounit() as u64) as u32;
-            let first = file.read_at(range.start, want).await?;
-            (file, first)
+            file.read_at(range.start, want).await?
         }
     };
     if first.len() as u64 >= count {

@@ -42,6 +42,7 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use ninep_client::Fid;
+use ninep_wire::consts::dotl::O_RDONLY;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -254,28 +255,39 @@ impl Door {
 
     async fn get(&self, req: &http::request::Parts, path: &RequestPath) -> Response<Body> {
         let shared = &self.shared;
+        if !path.slash {
+            return self.get_file(req, path).await;
+        }
         let fid = match shared.root.walk(&path.names).await {
             Ok(fid) => fid,
             Err(e) => return failed(&e),
         };
         let url = req.uri.path();
         // The walk's qid tells a directory from a file.
-        if fid.qid().ty.is_dir() {
-            if !path.slash {
-                // Links in the listing are relative to the directory.
-                let mut res = plain(StatusCode::MOVED_PERMANENTLY, "a directory");
-                let to = format!("{url}/");
-                if let Ok(to) = header::HeaderValue::from_str(&to) {
-                    res.headers_mut().insert(header::LOCATION, to);
-                }
-                return res;
-            }
-            return listing::directory(&req.headers, req.method == Method::HEAD, url, &fid).await;
-        }
-        if path.slash {
+        if !fid.qid().ty.is_dir() {
             return plain(StatusCode::NOT_FOUND, "not a directory");
         }
+        listing::directory(&req.headers, req.method == Method::HEAD, url, &fid).await
+    }
+
+    /// GET or HEAD of a path without a final slash: a file, walked to and
+    /// opened in one round trip, or a directory, sent to its URL with one.
+    async fn get_file(&self, req: &http::request::Parts, path: &RequestPath) -> Response<Body> {
+        let shared = &self.shared;
+        let file = match shared.root.walk_open(&path.names, O_RDONLY).await {
+            Ok(file) => file,
+            Err(e) => return failed(&e),
+        };
+        if file.fid().qid().ty.is_dir() {
+            // Links in the listing are relative to the directory.
+            let mut res = plain(StatusCode::MOVED_PERMANENTLY, "a directory");
+            let to = format!("{}/", req.uri.path());
+            if let Ok(to) = header::HeaderValue::from_str(&to) {
+                res.headers_mut().insert(header::LOCATION, to);
+            }
+            return res;
+        }
         let name = path.last().unwrap_or_default();
-        get::file(req, name, fid, shared.options.window).await
+        get::file(req, name, file, shared.options.window).await
     }
 }
