@@ -1,7 +1,10 @@
-//! GET and HEAD of a file: the file walked to and opened in one round trip
-//! (the open sent behind the walk), then one stat decides the answer (never
-//! a listing of its directory), and the data is read only for a GET that
-//! will send it.
+//! GET and HEAD of a file: one walk and one stat decide the answer (never a
+//! listing of its directory), and the data is read only for a GET that
+//! will send it. A GET sure to send the file from its start has it walked
+//! to and opened in one round trip (the open sent behind the walk), then
+//! stats it beside its first read; any other request opens nothing before
+//! it knows it will send data, since opening a synthetic file may act (a
+//! clone file makes a conversation).
 //!
 //! A file that fits in one read is read before the headers go out, so its
 //! Content-Length is what was read. A larger one is piped from a transfer
@@ -16,24 +19,45 @@ use std::io;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderValue, Method, Response, StatusCode, header};
-use ninep_client::{File, Transfer};
+use ninep_client::{Fid, File, Transfer};
+use ninep_wire::consts::dotl::O_RDONLY;
 
 use crate::body::{Body, Piped, empty, full};
 use crate::status::{failed, plain};
 use crate::validators::{Precondition, Ranged, Validators, preconditions, ranged};
 
-/// Answers a GET or HEAD of the open file `file`, named `name`; `window`
-/// bounds the bytes read ahead of the client.
-pub async fn file(req: &Parts, name: &str, file: File, window: u64) -> Response<Body> {
-    match respond(req, name, file, window).await {
+/// A file to answer for, as [`sends_from_the_start`] says to reach it.
+#[derive(Debug)]
+pub enum Target {
+    /// Walked to.
+    Walked(Fid),
+    /// Walked to and opened for reading.
+    Opened(File),
+}
+
+impl Target {
+    /// The file's qid, as the walk (or the open) gave it.
+    pub fn qid(&self) -> ninep_wire::Qid {
+        match self {
+            Target::Walked(fid) => fid.qid(),
+            Target::Opened(file) => file.fid().qid(),
+        }
+    }
+}
+
+/// Answers a GET or HEAD of `target`, named `name`; `window` bounds the
+/// bytes read ahead of the client.
+pub async fn file(req: &Parts, name: &str, target: Target, window: u64) -> Response<Body> {
+    match respond(req, name, target, window).await {
         Ok(res) => res,
         Err(e) => failed(&e),
     }
 }
 
 /// True for a GET of the whole file, whatever its state: its first piece
-/// is sure to be sent, so it is read beside the stat, a round trip saved.
-fn sends_from_the_start(req: &Parts) -> bool {
+/// is sure to be sent, so the file is opened at once and its first piece
+/// read beside the stat, round trips saved.
+pub fn sends_from_the_start(req: &Parts) -> bool {
     req.method == Method::GET
         && ![
             header::RANGE,
@@ -46,18 +70,26 @@ fn sends_from_the_start(req: &Parts) -> bool {
         .any(|h| req.headers.contains_key(h))
 }
 
+/// The file as far as the request has taken it.
+enum Handle {
+    /// Walked to.
+    Walked(Fid),
+    /// Opened, and the data at offset 0 read.
+    Read(File, Bytes),
+}
+
 async fn respond(
     req: &Parts,
     name: &str,
-    file: File,
+    target: Target,
     window: u64,
 ) -> Result<Response<Body>, ninep_client::Error> {
-    // The data at offset 0, read beside the stat where it will be sent.
-    let (info, first) = if sends_from_the_start(req) {
-        let (info, first) = tokio::join!(file.stat(), file.read_at(0, file.iounit()));
-        (info?, Some(first?))
-    } else {
-        (file.stat().await?, None)
+    let (info, handle) = match target {
+        Target::Opened(file) => {
+            let (info, first) = tokio::join!(file.stat(), file.read_at(0, file.iounit()));
+            (info?, Handle::Read(file, first?))
+        }
+        Target::Walked(fid) => (fid.stat().await?, Handle::Walked(fid)),
     };
     let v = Validators::of(&info);
     let mut res = Response::builder()
@@ -87,7 +119,10 @@ async fn respond(
         if req.method == Method::HEAD {
             return Ok(finish(res, empty()));
         }
-        let first = first.unwrap_or_default();
+        let (file, first) = match handle {
+            Handle::Read(file, first) => (file, first),
+            Handle::Walked(fid) => (fid.open(O_RDONLY).await?, Bytes::new()),
+        };
         return Ok(finish(res, pipe(file, 0, None, first, window)));
     }
     let len = info.size;
@@ -118,11 +153,13 @@ async fn respond(
     if req.method == Method::HEAD {
         return Ok(finish(res, empty()));
     }
-    let first = match first {
-        Some(first) => first,
-        None => {
+    let (file, first) = match handle {
+        Handle::Read(file, first) => (file, first),
+        Handle::Walked(fid) => {
+            let file = fid.open(O_RDONLY).await?;
             let want = count.min(file.iounit() as u64) as u32;
-            file.read_at(range.start, want).await?
+            let first = file.read_at(range.start, want).await?;
+            (file, first)
         }
     };
     if first.len() as u64 >= count {

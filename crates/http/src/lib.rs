@@ -270,15 +270,24 @@ impl Door {
         listing::directory(&req.headers, req.method == Method::HEAD, url, &fid).await
     }
 
-    /// GET or HEAD of a path without a final slash: a file, walked to and
-    /// opened in one round trip, or a directory, sent to its URL with one.
+    /// GET or HEAD of a path without a final slash: a file, or a directory,
+    /// sent to its URL with one.
     async fn get_file(&self, req: &http::request::Parts, path: &RequestPath) -> Response<Body> {
         let shared = &self.shared;
-        let file = match shared.root.walk_open(&path.names, O_RDONLY).await {
-            Ok(file) => file,
+        let target = if get::sends_from_the_start(req) {
+            shared
+                .root
+                .walk_open(&path.names, O_RDONLY)
+                .await
+                .map(get::Target::Opened)
+        } else {
+            shared.root.walk(&path.names).await.map(get::Target::Walked)
+        };
+        let target = match target {
+            Ok(target) => target,
             Err(e) => return failed(&e),
         };
-        if file.fid().qid().ty.is_dir() {
+        if target.qid().ty.is_dir() {
             // Links in the listing are relative to the directory.
             let mut res = plain(StatusCode::MOVED_PERMANENTLY, "a directory");
             let to = format!("{}/", req.uri.path());
@@ -288,6 +297,6 @@ impl Door {
             return res;
         }
         let name = path.last().unwrap_or_default();
-        get::file(req, name, file, shared.options.window).await
+        get::file(req, name, target, shared.options.window).await
     }
 }
