@@ -25,6 +25,7 @@ fuzz_target!(|data: &[u8]| {
     let protocol = Protocol {
         dialect,
         streams: (selector / 3) % 2 == 1,
+        resume: (selector / 6) % 2 == 1,
     };
     let frame = Bytes::copy_from_slice(frame);
     let header = Header::decode(&frame);

@@ -932,10 +932,12 @@ fn encode(tag: u16, msg: Msg, protocol: Protocol) -> Option<Bytes> {
         Protocol {
             dialect: Dialect::L,
             streams: true,
+            resume: true,
         },
         Protocol {
             dialect: Dialect::U,
             streams: true,
+            resume: true,
         },
     ]
     .into_iter()
