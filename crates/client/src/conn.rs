@@ -576,6 +576,37 @@ impl Inner {
     }
 }
 
+impl Drop for Inner {
+    /// A client gone for good ends its session at once with a Tversion
+    /// (9P's reset), the last frame its writer sends: a session with a
+    /// resume token would otherwise be kept for a take-over that will not
+    /// come, taking a place among the detached sessions the server keeps.
+    fn drop(&mut self) {
+        let state = self.state.get_mut();
+        if state.closed || state.recovering || self.token.get_mut().is_none() {
+            return;
+        }
+        let plain = Protocol {
+            dialect: *self.dialect.get_mut(),
+            streams: false,
+            resume: false,
+        };
+        let tversion = Fcall::new(
+            NOTAG,
+            Tversion {
+                msize: *self.msize.get_mut(),
+                version: plain.version(),
+            },
+        );
+        if let Ok(head) = tversion.to_bytes(Dialect::Base) {
+            self.writer.get_mut().send(Frame {
+                head,
+                payload: None,
+            });
+        }
+    }
+}
+
 /// The error of a stream cut off by a lost connection that is being
 /// recovered: its transfer may start again from where it got to.
 fn interrupted_stream() -> Error {

@@ -230,14 +230,38 @@ async fn the_oldest_of_too_many_detached_sessions_ends() {
     let _b = open_rclose(&second, "b").await;
     let tree = beside(&server).await;
     one.down();
-    // The server has seen the first hang-up once a request of its own
-    // connection to the same server is answered after it... not exactly;
-    // so the second cut waits for the first session's detachment to be
-    // the older by a margin.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The first detachment is the older once the server has seen it.
+    until(|| server.resumable_sessions().detached == 1).await;
     two.down();
     until_gone(&tree, "a").await;
     assert!(tree.stat("b").await.is_ok(), "the newer session ended");
+}
+
+/// A client dropped for good ends its session with a Tversion rather than
+/// leave it detached for the grace period, where it would take the place
+/// of another client's session kept for a take-over.
+#[tokio::test]
+async fn a_client_that_goes_away_ends_its_session_at_once() {
+    let server = Server::new(RamFs::new());
+    let proxy = Cuttable::start(server.clone()).await;
+    let fsys = attach(&proxy.addr, Dialect::L).await;
+    fsys.stat("/").await.unwrap();
+    assert_eq!(server.resumable_sessions().total, 1);
+    drop(fsys);
+    until(|| server.resumable_sessions().total == 0).await;
+    assert_eq!(server.resumable_sessions().detached, 0);
+}
+
+/// Waits until `done` holds.
+async fn until(done: impl Fn() -> bool) {
+    let began = Instant::now();
+    while !done() {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "never came to be"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A raw connection to `server`, for what the client library never sends.

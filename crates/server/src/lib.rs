@@ -48,6 +48,6 @@ pub use auth::Policy;
 pub use error::{Error, Result};
 pub use fs::{Attr, Cx, DirEntry, Filesystem, Opened, SetAttr, SetTime, Time, User};
 pub use ninep_transport::Peer;
-pub use resume::ResumeLimits;
+pub use resume::{ResumableSessions, ResumeLimits};
 pub use server::{Limits, Server, Spawned, StreamLimits};
 pub use session::MIN_MSIZE;

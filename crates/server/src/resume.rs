@@ -43,6 +43,15 @@ impl Default for ResumeLimits {
     }
 }
 
+/// The sessions a server holds a resume token for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResumableSessions {
+    /// All of them, with a connection or without.
+    pub total: usize,
+    /// Those whose connection was lost, waiting to be taken over.
+    pub detached: usize,
+}
+
 /// What a session with a token keeps for a take-over.
 pub(crate) struct Kept {
     /// What Tversion settled, which a connection taking over must match.
@@ -141,6 +150,17 @@ impl<F: Filesystem> Sessions<F> {
                 true
             }
             None => false,
+        }
+    }
+
+    pub fn count(&self) -> ResumableSessions {
+        let kept = self.kept.lock();
+        ResumableSessions {
+            total: kept.len(),
+            detached: kept
+                .iter()
+                .filter(|(_, c)| c.detachment().is_some())
+                .count(),
         }
     }
 

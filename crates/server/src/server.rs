@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Policy;
 use crate::fids::ExclusiveFiles;
 use crate::fs::Filesystem;
-use crate::resume::{ResumeLimits, Sessions};
+use crate::resume::{ResumableSessions, ResumeLimits, Sessions};
 use crate::session;
 
 /// The explicit limits of a server. Past one, the peer gets an error and
@@ -139,6 +139,11 @@ impl<F: Filesystem> Server<F> {
     /// The limits of the resume extension.
     pub fn resume_limits(&self) -> ResumeLimits {
         self.shared.sessions.limits()
+    }
+
+    /// The sessions kept for a take-over now, detached or not.
+    pub fn resumable_sessions(&self) -> ResumableSessions {
+        self.shared.sessions.count()
     }
 
     /// Who may attach.
