@@ -147,8 +147,9 @@ pub enum ClientProof {
 /// addresses, and MUNGE.
 #[derive(clap::Args)]
 pub struct UpstreamArgs {
-    /// How the mux proves its --uname to servers that ask through Tauth:
-    /// none, or munge (a MUNGE credential of the user the mux runs as).
+    /// How the mux proves its --uname to servers and gateways that ask
+    /// through Tauth: none, or munge (a MUNGE credential of the user the
+    /// mux runs as).
     #[arg(long, value_enum, default_value = "none")]
     upstream_auth: ClientProof,
     /// munged's socket for --upstream-auth munge, if not MUNGE's default.

@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ninep_client::{AuthFid, Dialer, Options, Prover};
+use ninep_client::{Dialer, Options};
 use ninep_devices::dial::{self, Gateways};
 use ninep_devices::net::{NetFs, Options as NetOptions};
 use ninep_ramfs::RamFs;
-use ninep_server::auth::{BoxFuture, Exchange, NoUsers, Proof, Scheme};
-use ninep_server::{Limits, Policy, Server, StreamLimits, User};
+use ninep_server::auth::NoUsers;
+use ninep_server::{Limits, Policy, Server, StreamLimits};
+use ninep_testkit::Password;
 use ninep_transport::Addr;
 use ninep_wire::consts::dotl::O_RDWR;
 use parking_lot::Mutex;
@@ -221,56 +222,6 @@ async fn writes_to_a_call_do_not_wait_a_round_trip_each() {
     assert!(rounds <= 4, "{WRITES} writes took {rounds} round trips");
     drop(call);
     assert_eq!(received.await.unwrap(), WRITES * block.len());
-}
-
-/// A Tauth scheme for the tests: writing the password to the afid proves
-/// the user the Tauth named.
-#[derive(Debug)]
-struct Password;
-
-const PASSWORD: &[u8] = b"open sesame";
-
-struct Said {
-    user: String,
-    said: Vec<u8>,
-}
-
-impl Scheme for Password {
-    fn name(&self) -> &str {
-        "password"
-    }
-
-    fn start(&self, user: &User) -> ninep_server::Result<Box<dyn Exchange>> {
-        Ok(Box::new(Said {
-            user: user.uname.clone(),
-            said: Vec::new(),
-        }))
-    }
-}
-
-impl Exchange for Said {
-    fn write(&mut self, _offset: u64, data: Bytes) -> BoxFuture<'_, ninep_server::Result<u32>> {
-        self.said.extend_from_slice(&data);
-        Box::pin(async move { Ok(data.len() as u32) })
-    }
-
-    fn proof(&mut self) -> BoxFuture<'_, ninep_server::Result<Proof>> {
-        let proof = (self.said == PASSWORD).then(|| Proof {
-            uname: Some(self.user.clone()),
-            uid: None,
-        });
-        Box::pin(async move { proof.ok_or_else(|| ninep_server::Error::new("wrong password")) })
-    }
-}
-
-impl Prover for Password {
-    fn prove<'a>(
-        &'a self,
-        afid: &'a AuthFid,
-        _n_uname: u32,
-    ) -> ninep_client::BoxFuture<'a, Result<(), ninep_client::Error>> {
-        Box::pin(async move { afid.write(0, Bytes::from_static(PASSWORD)).await.map(drop) })
-    }
 }
 
 /// A /net on `addr` whose attaches `policy` must prove: its address.

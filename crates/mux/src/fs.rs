@@ -89,6 +89,7 @@ impl Mux {
             config.read_ahead,
             config.client,
             config.dialer,
+            config.uname.clone(),
             config.prover,
             config.recovery,
         );

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 
 use ninep_client::{Client, Dialer, Options, Prover, ReadAhead, Recovery};
-use ninep_devices::dial::{Route, route};
+use ninep_devices::dial::{Gateways, Route, connect_as, route};
 use ninep_server::{Error, Result};
 use ninep_wire::{Dialect, Errno, Qid};
 use parking_lot::Mutex;
@@ -180,6 +180,8 @@ pub(crate) struct Upstreams {
     read_ahead: u64,
     options: Options,
     dialer: Dialer,
+    /// Who the mux is to gateways on the way to a server: its own user.
+    uname: String,
     prover: Option<Arc<dyn Prover>>,
     recovery: Option<Recovery>,
 }
@@ -190,6 +192,7 @@ impl Upstreams {
         read_ahead: u64,
         options: Options,
         dialer: Dialer,
+        uname: String,
         prover: Option<Arc<dyn Prover>>,
         recovery: Option<Recovery>,
     ) -> Upstreams {
@@ -200,6 +203,7 @@ impl Upstreams {
             read_ahead,
             options,
             dialer,
+            uname,
             prover,
             recovery,
         }
@@ -220,9 +224,15 @@ impl Upstreams {
                     Client::dial_recovering(addr, &self.dialer, options, recovery.clone()).await
                 }
                 // An address may go through a gateway's /net
-                // (GW:/tcp!host!port); the mux meets gateways as nobody in
-                // particular.
-                _ => ninep_devices::dial::connect(addr, &self.dialer, options, "none").await,
+                // (GW:/tcp!host!port), which the mux attaches to as its
+                // own user, proving it as to the servers.
+                _ => {
+                    let gateways = Gateways {
+                        uname: &self.uname,
+                        prover: self.prover.as_deref(),
+                    };
+                    connect_as(addr, &self.dialer, options, gateways).await
+                }
             }
         };
         let client = tokio::time::timeout(DIAL_TIMEOUT, dial)

@@ -2,10 +2,15 @@
 
 mod support;
 
+use std::sync::Arc;
+
 use ninep_devices::net::{NetFs, Options};
-use ninep_server::Limits;
+use ninep_mux::Config;
+use ninep_server::auth::NoUsers;
+use ninep_server::{Limits, Policy, Server, StreamLimits};
+use ninep_testkit::Password;
 use ninep_wire::consts::dotl::O_RDWR;
-use support::{ramfs, serve, serve_mux};
+use support::{mux_with, ramfs, serve, serve_mux};
 
 #[tokio::test]
 async fn a_mount_through_a_gateways_net() {
@@ -33,4 +38,45 @@ async fn a_mount_through_a_gateways_net() {
         .unwrap();
     let remote = net.read_to_string("tcp/0/remote").await.unwrap();
     assert_eq!(remote, format!("127.0.0.1!{port}\n"));
+}
+
+/// A gateway that asks for Tauth is attached to as the mux's user, proven
+/// as the mux proves itself to its servers.
+#[tokio::test]
+async fn a_gateway_that_asks_for_proof_is_met_with_the_muxs_prover() {
+    let ram = ramfs().await;
+    let policy = Policy::required(Arc::new(NoUsers)).with_scheme(Arc::new(Password));
+    let listener = "tcp!127.0.0.1!0"
+        .parse::<ninep_transport::Addr>()
+        .unwrap()
+        .listen()
+        .await
+        .unwrap();
+    let gateway = listener.local_addr().unwrap().to_string();
+    let net = NetFs::new(Options::default());
+    let _gateway = Server::with_policy(net, Limits::default(), StreamLimits::default(), policy)
+        .spawn(listener);
+    let port = ram.addr.rsplit('!').next().unwrap();
+    let line = format!("mount -c {gateway}:/tcp!127.0.0.1!{port} /n/far");
+    let unproven = ninep_mux::Mux::new(Config::default());
+    let lines = ninep_mux::nsfile::parse(&line).unwrap();
+    let refused = unproven.apply(lines).await.unwrap_err();
+    assert_eq!(
+        refused.errno(),
+        ninep_wire::Errno::EPERM,
+        "{}",
+        refused.ename()
+    );
+    let config = Config {
+        uname: "glenda".into(),
+        prover: Some(Arc::new(Password)),
+        ..Config::default()
+    };
+    let mux = mux_with(config, &line).await;
+    let served = serve(mux, Limits::default()).await;
+    let fsys = support::attach(&served.addr, ninep_wire::Dialect::L).await;
+    let file = fsys.create("n/far/note", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, "proven".into()).await.unwrap();
+    file.close().await.unwrap();
+    assert_eq!(fsys.read_to_string("n/far/note").await.unwrap(), "proven");
 }

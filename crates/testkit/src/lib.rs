@@ -1,0 +1,62 @@
+//! What the tests of several ninep crates share.
+//!
+//! [`Password`] is an authentication scheme for tests of servers that ask
+//! for Tauth: the client proves itself by writing [`PASSWORD`] to the afid,
+//! and is then whoever its Tauth named. It is both ends: the server's
+//! [`Scheme`] and the client's [`Prover`].
+
+use bytes::Bytes;
+use ninep_client::{AuthFid, Prover};
+use ninep_server::User;
+use ninep_server::auth::{BoxFuture, Exchange, Proof, Scheme};
+
+/// The one password [`Password`] takes.
+pub const PASSWORD: &[u8] = b"open sesame";
+
+/// Proof by a fixed password (see the crate's documentation).
+#[derive(Debug, Clone, Copy)]
+pub struct Password;
+
+/// An exchange under way: the user named and what was written so far.
+struct Said {
+    user: String,
+    said: Vec<u8>,
+}
+
+impl Scheme for Password {
+    fn name(&self) -> &str {
+        "password"
+    }
+
+    fn start(&self, user: &User) -> ninep_server::Result<Box<dyn Exchange>> {
+        Ok(Box::new(Said {
+            user: user.uname.clone(),
+            said: Vec::new(),
+        }))
+    }
+}
+
+impl Exchange for Said {
+    fn write(&mut self, _offset: u64, data: Bytes) -> BoxFuture<'_, ninep_server::Result<u32>> {
+        self.said.extend_from_slice(&data);
+        Box::pin(async move { Ok(data.len() as u32) })
+    }
+
+    fn proof(&mut self) -> BoxFuture<'_, ninep_server::Result<Proof>> {
+        let proof = (self.said == PASSWORD).then(|| Proof {
+            uname: Some(self.user.clone()),
+            uid: None,
+        });
+        Box::pin(async move { proof.ok_or_else(|| ninep_server::Error::new("wrong password")) })
+    }
+}
+
+impl Prover for Password {
+    fn prove<'a>(
+        &'a self,
+        afid: &'a AuthFid,
+        _n_uname: u32,
+    ) -> ninep_client::BoxFuture<'a, Result<(), ninep_client::Error>> {
+        Box::pin(async move { afid.write(0, Bytes::from_static(PASSWORD)).await.map(drop) })
+    }
+}
