@@ -924,6 +924,26 @@ async fn a_write_by_another_user_drops_set_id_bits() {
         assert!(appended.success(), "{name}: nobody appends");
         let shown = std::fs::metadata(&through).unwrap().mode() & 0o7777;
         assert_eq!(shown, 0o755, "{name}: the mount shows {shown:o}");
+        // And an overwrite, which truncates as it opens.
+        std::fs::set_permissions(&through, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        assert_eq!(std::fs::metadata(&through).unwrap().mode() & 0o7777, 0o4755);
+        let overwritten = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(format!("echo new > '{}'", through.display()))
+            .status()
+            .unwrap();
+        assert!(overwritten.success(), "{name}: nobody overwrites");
+        let shown = std::fs::metadata(&through).unwrap().mode() & 0o7777;
+        assert_eq!(
+            shown, 0o755,
+            "{name}: after an overwrite the mount shows {shown:o}"
+        );
         drop(session);
         let _ = std::fs::remove_dir_all(&base);
     }
