@@ -1,6 +1,8 @@
 //! Dialling through a /net served by `ninep serve net`: a 9P session with
 //! a ramfs reached only through the gateway's files.
 
+#[path = "../../transport/tests/support/certs.rs"]
+mod certs;
 mod common;
 
 use std::collections::HashMap;
@@ -9,14 +11,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use certs::Certs;
 use ninep_client::{Dialer, Options};
 use ninep_devices::dial::{self, Gateways};
 use ninep_devices::net::{NetFs, Options as NetOptions};
 use ninep_ramfs::RamFs;
-use ninep_server::auth::NoUsers;
+use ninep_server::auth::{CertNames, NoUsers};
 use ninep_server::{Limits, Policy, Server, StreamLimits};
 use ninep_testkit::Password;
-use ninep_transport::Addr;
+use ninep_transport::{Addr, TlsClient, TlsServer};
 use ninep_wire::consts::dotl::O_RDWR;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -275,4 +278,39 @@ async fn a_peercred_gateway_takes_a_dial_over_its_unix_socket_only() {
     assert_eq!(e.errno(), ninep_wire::Errno::EPERM, "{e}");
     through(&sock, &ram, user).await.unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A gateway served over TLS that asks for client certificates takes a
+/// dial from the holder of one, attaching as the certificate's user, and
+/// none from a dialler without one or as another user.
+#[tokio::test]
+async fn a_tls_gateway_takes_a_dial_with_a_client_certificate_only() {
+    let (_ramfs, ram) = start(RamFs::new()).await;
+    let certs = Certs::make("devices-gateway", &["glenda"]);
+    let (cert, key) = certs.pair("server");
+    let tls = TlsServer::from_files(&cert, &key, Some(&certs.ca())).unwrap();
+    let at: Addr = "tls!127.0.0.1!0".parse().unwrap();
+    let listener = at.listen_with(Some(tls)).await.unwrap();
+    let gw = listener.local_addr().unwrap().to_string();
+    let policy = Policy::required(Arc::new(NoUsers)).with_tls(CertNames::same());
+    let fs = NetFs::new(NetOptions::default());
+    let server = Server::with_policy(fs, Limits::default(), StreamLimits::default(), policy);
+    let _gateway = server.spawn(listener);
+    let port = ram.rsplit('!').next().unwrap();
+    let addr = format!("{gw}:/tcp!127.0.0.1!{port}");
+    let dialer = |who: Option<&str>| {
+        let pair = who.map(|w| certs.pair(w));
+        let identity = pair.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+        Dialer::with_tls(TlsClient::from_files(&certs.ca(), identity).unwrap())
+    };
+    let dial = async |who: Option<&str>, uname: &str| {
+        let gateways = Gateways::as_user(uname);
+        let client = dial::connect_as(&addr, &dialer(who), Options::default(), gateways).await?;
+        let fsys = client.attach("glenda", "").await?;
+        fsys.read_dir("/").await.map(drop)
+    };
+    dial(Some("glenda"), "glenda").await.unwrap();
+    let e = dial(Some("glenda"), "other").await.unwrap_err();
+    assert_eq!(e.errno(), ninep_wire::Errno::EPERM, "{e}");
+    dial(None, "glenda").await.unwrap_err();
 }

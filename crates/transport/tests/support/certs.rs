@@ -1,8 +1,8 @@
 //! Certificates for TLS tests, made with rcgen in a fresh directory: a CA,
 //! a server certificate for 127.0.0.1 and localhost, client certificates
 //! named after users, and ones no test should be served with (another
-//! CA's, an expired one). Shared by the TLS tests of the transport, client
-//! and command line (each includes this file with `#[path = "..."]`).
+//! CA's, an expired one). Shared by the TLS tests of the transport, client,
+//! devices and command line (each includes this file with `#[path = "..."]`).
 //! Dropping the [`Certs`] removes the directory.
 
 // Each including test uses only part of this.
