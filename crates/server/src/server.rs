@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Policy;
 use crate::fids::ExclusiveFiles;
 use crate::fs::Filesystem;
-use crate::resume::{ResumableSessions, ResumeLimits, Sessions};
 use crate::session;
+use crate::session::resume::{ResumableSessions, ResumeLimits, Sessions};
 
 /// The explicit limits of a server. Past one, the peer gets an error and
 /// everyone else carries on.

@@ -9,19 +9,24 @@
 //! A connection that presents the token in Tresume takes the session over;
 //! one left alone for the grace period, or the oldest of too many, ends as
 //! a hang-up would have ended it.
+//!
+//! A child of `session` because Tsession, Tresume and the detachment
+//! rewrite a connection's state (its replies, its requests in flight) that
+//! no other module may touch.
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ninep_transport::Frame;
-use ninep_wire::Token;
+use ninep_transport::{Frame, Writer};
+use ninep_wire::{Errno, Fcall, Rresume, Rsession, Token};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use super::{Conn, Link, Session, encode_reply, error_reply, reset};
+use crate::error::Error;
 use crate::fs::Filesystem;
-use crate::session::{Conn, Session, reset};
 
 /// How many sessions a server keeps for their client to take over, and
 /// for how long.
@@ -221,4 +226,175 @@ impl<F: Filesystem> Sessions<F> {
             reset(&conn, session.dialect).await;
         }
     }
+}
+
+impl<F: Filesystem> Conn<F> {
+    /// The number of the session's detachment under way, if it has no
+    /// connection.
+    pub(crate) fn detachment(&self) -> Option<u64> {
+        self.live.lock().kept.as_ref()?.detached
+    }
+
+    /// Takes the token from a detached session whose detachment number
+    /// `ends`, so that nothing takes it over any more; returns what its
+    /// Tversion settled, for the reset that ends it.
+    pub(crate) fn end_detached(&self, ends: impl Fn(u64) -> bool) -> Option<Session> {
+        let mut live = self.live.lock();
+        let number = live.kept.as_ref()?.detached?;
+        if !ends(number) {
+            return None;
+        }
+        live.kept.take().map(|kept| kept.session)
+    }
+}
+
+/// Tsession: gives the session a token, and counts its requests and holds
+/// its replies from then on.
+pub(super) async fn keep<F: Filesystem>(
+    conn: &Arc<Conn<F>>,
+    current: Session,
+    tag: u16,
+    link: &Link,
+) {
+    let token = if conn.live.lock().kept.is_some() {
+        Err(Error::with_errno(Errno::EINVAL, "the session has a token"))
+    } else {
+        new_token().map_err(|e| Error::with_errno(Errno::EIO, format!("no token: {e}")))
+    };
+    let token = match token {
+        Ok(token) => token,
+        Err(err) => {
+            conn.send(current, tag, error_reply(&err, current.dialect))
+                .await;
+            return;
+        }
+    };
+    // Sent before the session keeps anything: the count starts after it.
+    conn.send(current, tag, Rsession { token }.into()).await;
+    conn.live.lock().kept = Some(Kept {
+        session: current,
+        received: 0,
+        held: HashMap::new(),
+        hangup: Some(link.hangup.clone()),
+        detached: None,
+    });
+    conn.shared.sessions.add(token, conn.clone());
+}
+
+/// Tresume: hands the session of `token` to this connection, which must
+/// have done nothing since Tversion, in the same dialect, extensions and
+/// msize. A session still on another connection is cut from it first
+/// (the token is proof enough that its client asks). Rresume goes out on
+/// the new connection, then every reply held, then what the requests still
+/// running answer.
+pub(super) async fn take_over<F: Filesystem>(
+    fresh: &Arc<Conn<F>>,
+    current: Session,
+    tag: u16,
+    token: Token,
+    link: &Link,
+) -> Result<Arc<Conn<F>>, Error> {
+    let untouched = {
+        let live = fresh.live.lock();
+        live.kept.is_none() && live.inflight.is_empty()
+    } && fresh.fids.is_empty();
+    if !untouched {
+        let why = "Tresume must come first after Tversion";
+        return Err(Error::with_errno(Errno::EINVAL, why));
+    }
+    let refused = || Error::with_errno(Errno::EPERM, "resume refused: unknown or expired token");
+    let conn = fresh.shared.sessions.find(&token).ok_or_else(refused)?;
+    {
+        let live = conn.live.lock();
+        let kept = live.kept.as_ref().ok_or_else(refused)?;
+        if kept.session != current {
+            let s = kept.session;
+            let why = format!(
+                "resume refused: the session speaks {} with msize {}",
+                s.protocol(),
+                s.msize
+            );
+            return Err(Error::with_errno(Errno::EINVAL, why));
+        }
+    }
+    // The token is spent: a copy of it taken on the way (or a take-over
+    // replayed) finds nothing. The next one goes out with Rresume.
+    let next = new_token().map_err(|e| Error::with_errno(Errno::EIO, format!("no token: {e}")))?;
+    if !fresh.shared.sessions.renew(&token, next) {
+        return Err(refused());
+    }
+    loop {
+        let detached = conn.detached.notified();
+        tokio::pin!(detached);
+        detached.as_mut().enable();
+        {
+            let mut live = conn.live.lock();
+            let live = &mut *live;
+            let kept = live.kept.as_mut().ok_or_else(refused)?;
+            match &kept.hangup {
+                Some(other) => other.cancel(),
+                None => {
+                    kept.hangup = Some(link.hangup.clone());
+                    kept.detached = None;
+                    let held = u32::try_from(kept.held.len()).expect("held replies are bounded");
+                    let reply = Rresume {
+                        received: kept.received,
+                        held,
+                        token: next,
+                    };
+                    live.replies = link.writer.clone();
+                    live.replies
+                        .queue(encode_reply(Fcall::new(tag, reply), current));
+                    for frame in kept.held.values() {
+                        live.replies.queue(frame.clone());
+                    }
+                    tracing::debug!(
+                        "session taken over by {}: {} requests received, {held} replies held",
+                        fresh.peer,
+                        kept.received
+                    );
+                    break;
+                }
+            }
+        }
+        // Its connection is being cut; it detaches at once.
+        detached.await;
+    }
+    Ok(conn)
+}
+
+/// Keeps the session of a lost connection for a take-over if it has a
+/// token: requests go on and their replies are held; streams end, since
+/// they cannot go on without their connection. It ends after the grace
+/// period unless taken over. False if it has no token.
+pub(super) async fn detach<F: Filesystem>(conn: &Arc<Conn<F>>) -> bool {
+    let sessions = &conn.shared.sessions;
+    let number = sessions.next_detachment();
+    let (sink, _) = Writer::spawn(tokio::io::sink(), conn.shared.limits.requests);
+    {
+        let mut live = conn.live.lock();
+        let live = &mut *live;
+        let Some(kept) = live.kept.as_mut() else {
+            return false;
+        };
+        kept.hangup = None;
+        kept.detached = Some(number);
+        live.replies = Arc::new(sink);
+        live.inflight.retain(|_, entry| {
+            let stream = entry.stream_io.is_some();
+            if stream && let Some(abort) = &entry.abort {
+                abort.abort();
+            }
+            !stream
+        });
+    }
+    conn.detached.notify_waiters();
+    let grace = sessions.limits().grace;
+    let timer = conn.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(grace).await;
+        timer.shared.sessions.expire(&timer, number).await;
+    });
+    sessions.enforce_limit().await;
+    true
 }
