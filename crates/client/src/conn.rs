@@ -21,7 +21,6 @@ use crate::fsys::Fsys;
 use crate::recover::{Fids, Fresh, Recovery};
 use crate::reply::{FlushOnDrop, Reply, StreamTag};
 use crate::stream::{Inbox, ends_stream};
-use crate::version::negotiate;
 use reconnect::Redial;
 
 /// How to connect.
@@ -713,19 +712,10 @@ impl Client {
         options: Options,
         redial: Option<Redial>,
     ) -> Result<Client, Error> {
-        let (reader, writer) = tokio::io::split(stream);
-        // No limit: the requests are the client's own, bounded by its tags.
-        let (writer, _) = Writer::spawn(writer, usize::MAX);
-        let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
         // Only a client that dials again can take a session over: others
         // would only keep theirs on the server past their end.
-        let (protocol, msize) = negotiate(&writer, &mut frames, &options, redial.is_some()).await?;
-        frames.decoder_mut().set_msize(msize);
-        let mut fresh = Fresh {
-            writer,
-            frames,
-            protocol,
-        };
+        let (mut fresh, msize) = Fresh::start(stream, &options, redial.is_some()).await?;
+        let protocol = fresh.protocol;
         let token = match protocol.resume {
             true => Some(fresh.session().await?),
             false => None,

@@ -17,15 +17,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use ninep_transport::{Frame, FrameCodec, Writer};
+use ninep_transport::{Frame, FrameCodec, Stream, Writer};
 use ninep_wire::consts::dotl::{O_APPEND, O_CREAT, O_EXCL, O_TRUNC};
 use ninep_wire::consts::open::OTRUNC;
 use ninep_wire::*;
-use tokio::io::AsyncRead;
+use tokio::io::{AsyncRead, ReadHalf};
 use tokio_util::codec::FramedRead;
 
+use crate::conn::Options;
 use crate::error::Error;
 use crate::reply::remote_error;
+use crate::version::negotiate;
 
 /// How a client recovers from a lost connection: see
 /// [`crate::Client::dial_recovering`].
@@ -397,6 +399,30 @@ pub(crate) struct Fresh<R> {
     pub writer: Writer,
     pub frames: FramedRead<R, FrameCodec>,
     pub protocol: Protocol,
+}
+
+impl Fresh<ReadHalf<Box<dyn Stream>>> {
+    /// A new connection over `stream`, its version negotiated as `options`
+    /// say (the resume extension asked for too if `resume`); with the msize
+    /// agreed.
+    pub(crate) async fn start(
+        stream: Box<dyn Stream>,
+        options: &Options,
+        resume: bool,
+    ) -> Result<(Self, u32), Error> {
+        let (reader, writer) = tokio::io::split(stream);
+        // No limit: the requests are the client's own, bounded by its tags.
+        let (writer, _) = Writer::spawn(writer, usize::MAX);
+        let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
+        let (protocol, msize) = negotiate(&writer, &mut frames, options, resume).await?;
+        frames.decoder_mut().set_msize(msize);
+        let fresh = Fresh {
+            writer,
+            frames,
+            protocol,
+        };
+        Ok((fresh, msize))
+    }
 }
 
 impl<R: AsyncRead + Unpin> Fresh<R> {

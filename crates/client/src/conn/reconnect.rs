@@ -12,14 +12,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use ninep_transport::{Addr, Dialer, FrameCodec, Writer};
+use ninep_transport::{Addr, Dialer, Writer};
 use ninep_wire::*;
-use tokio_util::codec::FramedRead;
 
 use super::{Inner, Options, State, Waiter, interrupted_stream, spawn_reader};
 use crate::error::Error;
 use crate::recover::{Fresh, Recovery};
-use crate::version::negotiate;
 
 /// What a client dials again when its connection is lost.
 pub(super) struct Redial {
@@ -127,24 +125,16 @@ impl Inner {
             .as_ref()
             .expect("only a client that dials recovers");
         let stream = redial.dialer.dial(&redial.addr).await?;
-        let (reader, writer) = tokio::io::split(stream);
-        let (writer, _) = Writer::spawn(writer, usize::MAX);
         let options = Options {
             dialect: Some(self.dialect()),
             ..redial.options.clone()
         };
-        let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
-        let (protocol, msize) = negotiate(&writer, &mut frames, &options, true).await?;
+        let (mut fresh, msize) = Fresh::start(stream, &options, true).await?;
         if msize < self.msize() {
             let what = format!("msize {msize} now, {} before", self.msize());
             return Err(Error::protocol(what));
         }
-        frames.decoder_mut().set_msize(msize);
-        let mut fresh = Fresh {
-            writer,
-            frames,
-            protocol,
-        };
+        let protocol = fresh.protocol;
         let token = *self.token.lock();
         if let Some(token) = token {
             let refusal = if protocol == self.protocol() && msize == self.msize() {
