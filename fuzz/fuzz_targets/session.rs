@@ -1216,6 +1216,13 @@ async fn run(case: Case) {
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
+        // As the main of every Rust program does (libFuzzer's main is not
+        // Rust's): a write to a socket whose peer has gone (the mux's unix
+        // socket to its upstream) fails with EPIPE rather than killing the
+        // process.
+        // SAFETY: sets a signal's disposition to ignore, before any thread
+        // of the runtime exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
