@@ -68,33 +68,61 @@ impl ServerArgs {
             dialect: self.dialect,
             msize: self.msize,
         };
-        let dialer = self.client.dialer()?;
-        let prover = self.client.prover();
-        let client = match (route(addr), recovery) {
-            (Route::Direct(addr), Some(recovery)) => {
-                Client::dial_recovering(addr, &dialer, options, recovery).await
-            }
-            // Through a gateway's /net if the address says so, proving
-            // ourselves to gateways as to the server.
-            _ => {
-                let gateways = Gateways {
-                    uname: &self.uname,
-                    prover: prover.as_ref().map(|p| p as &dyn Prover),
-                };
-                connect_as(addr, &dialer, options, gateways).await
-            }
+        let who = Who {
+            uname: &self.uname,
+            n_uname,
+            aname: &self.aname,
         };
-        let client = client.with_context(|| addr.to_owned())?;
-        let fsys = match prover {
-            None => client.attach_as(&self.uname, n_uname, &self.aname).await?,
-            Some(prover) => {
-                client
-                    .attach_proven(&self.uname, n_uname, &self.aname, &prover)
-                    .await?
-            }
-        };
-        Ok(fsys)
+        attach(&self.client, addr, &who, options, recovery).await
     }
+}
+
+/// Who attaches to a server, and to which tree.
+pub struct Who<'a> {
+    pub uname: &'a str,
+    pub n_uname: u32,
+    pub aname: &'a str,
+}
+
+/// Connects to `addr` as `options` say, through the gateways the address
+/// names if any, recovering a lost connection as `recovery` says where
+/// `addr` is dialled directly; and attaches as `who`, proving the user as
+/// `client` says (to the gateways as to the server).
+pub async fn attach(
+    client: &ClientArgs,
+    addr: &str,
+    who: &Who<'_>,
+    options: Options,
+    recovery: Option<Recovery>,
+) -> Result<Fsys> {
+    let dialer = client.dialer()?;
+    let prover = client.prover();
+    let connected = match (route(addr), recovery) {
+        (Route::Direct(addr), Some(recovery)) => {
+            Client::dial_recovering(addr, &dialer, options, recovery).await
+        }
+        _ => {
+            let gateways = Gateways {
+                uname: who.uname,
+                prover: prover.as_ref().map(|p| p as &dyn Prover),
+            };
+            connect_as(addr, &dialer, options, gateways).await
+        }
+    };
+    let connected = connected.with_context(|| addr.to_owned())?;
+    let fsys = match prover {
+        None => {
+            connected
+                .attach_as(who.uname, who.n_uname, who.aname)
+                .await?
+        }
+        Some(prover) => {
+            connected
+                .attach_proven(who.uname, who.n_uname, who.aname, &prover)
+                .await?
+        }
+    };
+    Ok(fsys)
 }
 
 /// How long to keep dialling a server again once its connection is lost.

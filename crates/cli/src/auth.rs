@@ -194,6 +194,11 @@ fn dialer(ca: Option<&PathBuf>, cert: Option<&PathBuf>, key: Option<&PathBuf>) -
 }
 
 impl ClientArgs {
+    /// Whether a certificate names the user to tls! servers.
+    pub fn presents_certificate(&self) -> bool {
+        self.tls_cert.is_some()
+    }
+
     /// How to dial: with TLS if a CA was given.
     pub fn dialer(&self) -> Result<Dialer> {
         dialer(

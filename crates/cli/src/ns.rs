@@ -16,8 +16,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use ninep_client::{Dialer, Options};
+use ninep_client::Options;
 use ninep_mux::nsfile::{self, Entry};
+use ninep_wire::NONUNAME;
+
+use crate::args::{Who, attach};
+use crate::auth::ClientArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -26,6 +30,8 @@ pub struct Args {
     /// User to attach as.
     #[arg(long, env = "USER", default_value = "none")]
     uname: String,
+    #[command(flatten)]
+    client: ClientArgs,
     /// The command and its arguments (default: $SHELL, else /bin/sh).
     #[arg(last = true)]
     command: Vec<String>,
@@ -91,6 +97,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         }
         None => Vec::new(),
     };
+    // The caller's uid, for servers that number users (9P2000.u, .L);
+    // where a certificate names the user, the server's own users give it.
+    let n_uname = match args.client.presents_certificate() {
+        true => NONUNAME,
+        false => rustix::process::getuid().as_raw(),
+    };
     let mut sessions = Vec::new();
     for entry in entries {
         match entry {
@@ -98,16 +110,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                 addr, old, aname, ..
             } => {
                 // The address may go through a gateway's /net.
-                let client = ninep_devices::dial::connect(
-                    &addr,
-                    &Dialer::default(),
-                    Options::default(),
-                    &args.uname,
-                )
-                .await
-                .with_context(|| addr.clone())?;
-                let n_uname = rustix::process::getuid().as_raw();
-                let fsys = client.attach_as(&args.uname, n_uname, &aname).await?;
+                let who = Who {
+                    uname: &args.uname,
+                    n_uname,
+                    aname: &aname,
+                };
+                let fsys = attach(&args.client, &addr, &who, Options::default(), None).await?;
                 let source = format!("ninep:{addr}");
                 let session = ninep_fuse::mount(
                     fsys,

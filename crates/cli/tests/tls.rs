@@ -3,7 +3,8 @@
 //! an attach as another user than the certificate's, a client without a
 //! certificate, plaintext, and a thousand handshakes left half-way are
 //! refused, and the server goes on serving and lets go of what they held.
-//! A mux attaching per user passes its clients' proven users on.
+//! A mux attaching per user passes its clients' proven users on, and
+//! `ninep ns` proves its user as the verbs do.
 
 #[path = "../../transport/tests/support/certs.rs"]
 mod certs;
@@ -52,10 +53,15 @@ async fn serve(certs: &Certs, timeout: &str) -> (tokio::process::Child, String) 
 /// Runs `ninep ARGS` as `uname`, presenting `who`'s certificate.
 fn ninep(certs: &Certs, who: Option<&str>, uname: &str, args: &[&str]) -> Output {
     let mut command = std::process::Command::new(NINEP);
-    command
-        .args(args)
-        .args(["--uname", uname, "--tls-ca"])
-        .arg(certs.ca());
+    command.args(args).args(["--uname", uname]);
+    present(&mut command, certs, who);
+    command.output().unwrap()
+}
+
+/// Adds to `command` the flags that trust `certs`' CA and present `who`'s
+/// certificate.
+fn present(command: &mut std::process::Command, certs: &Certs, who: Option<&str>) {
+    command.arg("--tls-ca").arg(certs.ca());
     if let Some(who) = who {
         let (cert, key) = certs.pair(who);
         command
@@ -64,7 +70,6 @@ fn ninep(certs: &Certs, who: Option<&str>, uname: &str, args: &[&str]) -> Output
             .arg("--tls-key")
             .arg(key);
     }
-    command.output().unwrap()
 }
 
 fn said(out: &Output) -> String {
@@ -280,4 +285,36 @@ async fn a_mux_with_access_user_attaches_as_each_client() {
         assert!(line.contains(&format!(" {user} ")), "{line}");
     }
     assert!(!listing.contains(" x\n"), "{listing}");
+}
+
+/// `ninep ns` proves its user to a `tls!` server with the flags the other
+/// verbs take, and without a certificate mounts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_space_mounts_a_tls_server_with_a_certificate() {
+    let certs = Certs::make("cli-ns", &["alice"]);
+    let (_server, addr) = serve(&certs, "10").await;
+    let dir = certs.dir.join("ns");
+    let mnt = dir.join("n");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let nsfile = dir.join("namespace");
+    std::fs::write(&nsfile, format!("mount {addr} {}\n", mnt.display())).unwrap();
+    let ns = |who: Option<&str>| {
+        let mut command = std::process::Command::new(NINEP);
+        command.args(["ns", "--uname", "alice"]);
+        present(&mut command, &certs, who);
+        command.arg(&nsfile).args(["--", "ls"]).arg(&mnt);
+        command.output().unwrap()
+    };
+    let out = ns(Some("alice"));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "motd",
+        "{out:?}"
+    );
+    let out = ns(None);
+    assert!(
+        !out.status.success(),
+        "mounted without a certificate: {out:?}"
+    );
 }
