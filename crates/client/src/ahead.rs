@@ -156,7 +156,7 @@ impl ReadAhead {
         }
         let in_order = state.last_end == Some(offset) && offset > 0;
         let behind = match &state.running {
-            Some(running) if offset > running.next + SKIPPED_MAX => {
+            Some(running) if offset > running.next.saturating_add(SKIPPED_MAX) => {
                 // Far ahead: the reader has moved on.
                 state.stop();
                 false

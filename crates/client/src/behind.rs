@@ -30,6 +30,7 @@ use tokio::sync::{Mutex, mpsc};
 
 use crate::ahead::OpenFile;
 use crate::error::Error;
+use crate::file::writable;
 use crate::transfer::Transfer;
 
 /// Iounits gathered and not yet sent.
@@ -99,6 +100,7 @@ impl WriteBehind {
         offset: u64,
         data: Bytes,
     ) -> Result<(), Error> {
+        writable(offset, data.len())?;
         let mut state = self.state.lock().await;
         if state.running.as_ref().is_some_and(|r| r.next() != offset) {
             state.finish().await;

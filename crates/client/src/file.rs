@@ -195,7 +195,27 @@ impl File {
     }
 }
 
+/// As much of a read of `count` bytes at `offset` as lies within the
+/// offsets 9P can name: no byte past the largest, so that where a read
+/// ends is always an offset too (a server may answer any read in full).
+pub(crate) fn readable(offset: u64, count: u32) -> u32 {
+    u32::try_from(u64::MAX - offset).map_or(count, |room| count.min(room))
+}
+
+/// Refuses a write of `len` bytes at `offset` that would pass the largest
+/// offset 9P can name, as a file too large for it (EFBIG).
+pub(crate) fn writable(offset: u64, len: usize) -> Result<(), Error> {
+    match offset.checked_add(len as u64) {
+        Some(_) => Ok(()),
+        None => Err(Error::refused(
+            Errno::EFBIG,
+            "a write past the largest offset",
+        )),
+    }
+}
+
 async fn read_at(fid: &Fid, offset: u64, count: u32) -> Result<Bytes, Error> {
+    let count = readable(offset, count);
     let msg = Tread {
         fid: fid.fid,
         offset,
@@ -206,6 +226,7 @@ async fn read_at(fid: &Fid, offset: u64, count: u32) -> Result<Bytes, Error> {
 
 async fn write_at(fid: &Fid, offset: u64, data: Bytes) -> Result<u32, Error> {
     let len = data.len();
+    writable(offset, len)?;
     let msg = Twrite {
         fid: fid.fid,
         offset,

@@ -30,7 +30,7 @@ use ninep_wire::consts::{mode, unix};
 use ninep_wire::*;
 
 use crate::error::Error;
-use crate::file::File;
+use crate::file::{File, readable, writable};
 use crate::info::FileInfo;
 use crate::stream::{ReadReplies, WriteReplies};
 use crate::window::{Sent, StreamCredit, Window};
@@ -235,14 +235,19 @@ impl<'f> RangeRead<'f> {
                     }
                     piece => {
                         let piece = piece?;
-                        self.deliver += piece.as_ref().map_or(0, |p| p.len() as u64);
+                        let len = piece.as_ref().map_or(0, |p| p.len() as u64);
+                        self.deliver = self
+                            .deliver
+                            .checked_add(len)
+                            .ok_or_else(|| Error::protocol("a stream past the largest offset"))?;
                         return Ok(piece);
                     }
                 }
             }
         }
         loop {
-            if self.finished || self.end == Some(self.deliver) {
+            // Nothing lies past the largest offset.
+            if self.finished || self.end == Some(self.deliver) || self.deliver == u64::MAX {
                 self.finish();
                 return Ok(None);
             }
@@ -311,6 +316,11 @@ impl<'f> RangeRead<'f> {
             }
             if self.next < self.known_end {
                 count = count.min(self.known_end - self.next);
+            }
+            let count = u64::from(readable(self.next, count as u32));
+            if count == 0 {
+                // At the largest offset: nothing lies beyond.
+                return Ok(());
             }
             self.issue(self.next, count as u32)?;
             self.next += count;
@@ -441,6 +451,7 @@ impl<'f> RangeWrite<'f> {
                 self.complete_one().await?;
             }
             let offset = self.next;
+            writable(offset, piece.len())?;
             self.next += piece.len() as u64;
             self.issue(offset, piece)?;
         }

@@ -158,6 +158,37 @@ async fn a_walk_past_its_names_is_refused() {
     fsys.walk("fine").await.expect("a walk after it");
 }
 
+/// Nothing is read or written past the largest offset 9P can name: a read
+/// there is cut to what lies before it (a server may answer any read in
+/// full, and where the data ends must be an offset too), and a write is
+/// refused with EFBIG before it is sent.
+#[tokio::test]
+async fn nothing_is_read_or_written_past_the_largest_offset() {
+    let (client, mut seen) = silent_peer().await;
+    let fsys = client.attach("glenda", "").await.expect("attach");
+    let file = fsys.open("file", O_RDWR).await.expect("open");
+    let written = file.write_at(u64::MAX - 1, Bytes::from_static(b"xy")).await;
+    assert_eq!(
+        written.expect_err("a write past the end").errno(),
+        Errno::EFBIG
+    );
+    let read = tokio::time::timeout(Duration::from_millis(200), file.read_at(u64::MAX - 3, 4096));
+    assert!(read.await.is_err(), "the silent peer answered a read");
+    let sent = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(fcall) = seen.recv().await {
+            match fcall.msg {
+                Msg::Twrite(w) => panic!("a Twrite at {} was sent", w.offset),
+                Msg::Tread(r) => return r,
+                _ => {}
+            }
+        }
+        panic!("connection ended without a Tread");
+    })
+    .await
+    .expect("no Tread within 5 s");
+    assert_eq!((sent.offset, sent.count), (u64::MAX - 3, 3));
+}
+
 #[tokio::test]
 async fn dropping_a_pending_read_sends_tflush() {
     let (client, mut seen) = silent_peer().await;

@@ -66,14 +66,12 @@ impl Inner {
     /// Opens `ino` for `user` with (9P2000.L) open flags `flags`.
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, KernelErrno> {
         let flags = server_flags(flags);
-        let truncates = flags & dotl::O_TRUNC != 0;
-        if truncates {
+        if flags & dotl::O_TRUNC != 0 {
             // Its size and times, and maybe its set-id bits, change, and
             // what was read ahead of it is gone.
             self.nodes().changed(ino);
             self.forget_read_ahead(ino).await;
         }
-        let set_id = truncates && self.nodes().set_id(ino);
         let file = if self.cache.writes_back() && writeback_flags(flags) != flags {
             match self.open_fid(ino, user, writeback_flags(flags)).await {
                 // Write-only to this user: the kernel filling a page will
@@ -84,9 +82,6 @@ impl Inner {
         } else {
             self.open_fid(ino, user, flags).await?
         };
-        if set_id {
-            self.privileges_dropped(ino);
-        }
         // A file of size 0 may yet have data (those of /proc and /sys, and
         // many synthetic ones): through the page cache the kernel would
         // read none of it, so its length is taken as unknown.
@@ -180,15 +175,13 @@ impl Inner {
     }
 
     /// Writes `data` at `offset` of the open file `fh` on `ino`: at once,
-    /// or in the background for a file that writes behind. `drops_set_id`:
-    /// the kernel left it to the server to drop the file's set-id bits.
+    /// or in the background for a file that writes behind.
     pub async fn write(
         &self,
         ino: u64,
         fh: u64,
         offset: u64,
         data: Bytes,
-        drops_set_id: bool,
     ) -> Result<u32, KernelErrno> {
         let h = self.handle(fh)?;
         let len = data.len() as u32;
@@ -206,9 +199,6 @@ impl Inner {
         }
         .map_err(errno)?;
         self.nodes().written(ino, offset + u64::from(len));
-        if drops_set_id {
-            self.privileges_dropped(ino);
-        }
         Ok(len)
     }
 

@@ -415,15 +415,14 @@ impl fuser::Filesystem for NinepFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        write_flags: WriteFlags,
+        _write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let data = Bytes::copy_from_slice(data);
-        let drops_set_id = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         self.answer(Caller::of(req), reply, |inner| async move {
-            inner.write(ino.0, fh.0, offset, data, drops_set_id).await
+            inner.write(ino.0, fh.0, offset, data).await
         });
     }
 

@@ -373,13 +373,6 @@ impl Nodes {
         }
     }
 
-    /// Whether the kernel was told `ino` has set-id bits.
-    pub fn set_id(&self, ino: u64) -> bool {
-        self.given
-            .get(&ino)
-            .is_some_and(|given| given.attr.perm & 0o6000 != 0)
-    }
-
     /// The size of `ino` as the kernel knows it, if noted.
     pub fn size(&self, ino: u64) -> Option<u64> {
         self.given.get(&ino).map(|given| given.attr.size)
