@@ -37,8 +37,8 @@ mod xattrs;
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use fuser::{Config, Errno as KernelErrno, MountOption, SessionACL};
@@ -170,15 +170,13 @@ pub fn mount(
         next_handle: AtomicU64::new(1),
         locked: Mutex::new(HashSet::new()),
         no_caps: Mutex::new(HashSet::new()),
-        notifier: OnceLock::new(),
         cache: options.cache,
         ttl: options.cache.ttl(),
         access: options.access.clone(),
         read_ahead: options.read_ahead,
     };
-    let inner = Arc::new(inner);
     let fs = fs::NinepFs {
-        inner: inner.clone(),
+        inner: Arc::new(inner),
         runtime,
     };
     let mut config = Config::default();
@@ -190,9 +188,7 @@ pub fn mount(
     if matches!(options.access, Access::User { .. }) {
         config.acl = SessionACL::All;
     }
-    let session = fuser::Session::new(fs, mountpoint, &config)?;
-    let _ = inner.notifier.set(session.notifier());
-    let session = session.spawn()?;
+    let session = fuser::spawn_mount(fs, mountpoint, &config)?;
     readahead::widen(mountpoint, fs::MAX_IO / 1024);
     Ok(session)
 }
@@ -231,9 +227,6 @@ struct Inner {
     locked: Mutex<HashSet<(u64, u64)>>,
     /// Inodes known to have no security.capability attribute.
     no_caps: Mutex<HashSet<u64>>,
-    /// Tells the kernel what changed behind its caches; set once the
-    /// session is made.
-    notifier: OnceLock<fuser::Notifier>,
     cache: Cache,
     ttl: Duration,
     access: Access,
@@ -248,33 +241,17 @@ impl Inner {
 
     /// Whether set-id bits and capabilities may be left to the server to
     /// drop when a caller who may not keep them writes a file, so that the
-    /// kernel need not ask for security.capability before every write: the
-    /// server must see who writes (each caller has an attach of their own,
-    /// or the only caller, of a mount open to its owner alone, is root, who
-    /// keeps them anyway). The kernel keeps the mode it was last told of,
-    /// so under caching a write or truncation that drops the bits makes it
-    /// forget the file's attributes ([`Inner::privileges_dropped`]).
+    /// kernel need not ask for security.capability before every write. On
+    /// a mount open to its owner alone, that owner being root, nobody but
+    /// root writes, who keeps them anyway, under any cache policy. Where
+    /// each caller has an attach of their own the server sees who writes,
+    /// but the kernel keeps the mode it was last told of: only without
+    /// caching (ttl zero) does it ask again before a file just written is
+    /// run, so under loose caching it drops the bits itself.
     fn server_drops_privileges(&self) -> bool {
         match self.access {
-            Access::User { .. } => true,
+            Access::User { .. } => self.ttl.is_zero(),
             Access::Single => self.conn.owner.0 == 0,
-        }
-    }
-
-    /// A write or truncation of `ino` had the server drop its set-id bits:
-    /// the kernel, which may hold the old mode for its attribute timeout,
-    /// is told to ask again (before the request that dropped them is
-    /// answered, so a file just written is never run set-id).
-    fn privileges_dropped(&self, ino: u64) {
-        self.nodes().changed(ino);
-        if self.ttl.is_zero() {
-            return;
-        }
-        if let Some(notifier) = self.notifier.get()
-            && let Err(e) = notifier.inval_inode(fuser::INodeNo(ino), -1, 0)
-            && e.raw_os_error() != Some(rustix::io::Errno::NOENT.raw_os_error())
-        {
-            tracing::warn!("the kernel did not forget the attributes of inode {ino}: {e}");
         }
     }
 
