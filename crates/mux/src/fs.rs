@@ -89,7 +89,9 @@ impl Mux {
             config.read_ahead,
             config.client,
             config.dialer,
-            config.uname.clone(),
+            // Attaching per user, the mux has no one user to meet gateways
+            // as: its own would lend every client its rights there.
+            (!config.attach_per_user).then(|| config.uname.clone()),
             config.prover,
             config.recovery,
         );

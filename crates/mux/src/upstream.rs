@@ -180,8 +180,9 @@ pub(crate) struct Upstreams {
     read_ahead: u64,
     options: Options,
     dialer: Dialer,
-    /// Who the mux is to gateways on the way to a server: its own user.
-    uname: String,
+    /// Who the mux is to gateways on the way to a server, proven by its
+    /// prover: its own user; none when it attaches per user.
+    gateway_user: Option<String>,
     prover: Option<Arc<dyn Prover>>,
     recovery: Option<Recovery>,
 }
@@ -192,7 +193,7 @@ impl Upstreams {
         read_ahead: u64,
         options: Options,
         dialer: Dialer,
-        uname: String,
+        gateway_user: Option<String>,
         prover: Option<Arc<dyn Prover>>,
         recovery: Option<Recovery>,
     ) -> Upstreams {
@@ -203,7 +204,7 @@ impl Upstreams {
             read_ahead,
             options,
             dialer,
-            uname,
+            gateway_user,
             prover,
             recovery,
         }
@@ -225,11 +226,15 @@ impl Upstreams {
                 }
                 // An address may go through a gateway's /net
                 // (GW:/tcp!host!port), which the mux attaches to as its
-                // own user, proving it as to the servers.
+                // own user, proving it as to the servers (as nobody in
+                // particular when it attaches per user).
                 _ => {
-                    let gateways = Gateways {
-                        uname: &self.uname,
-                        prover: self.prover.as_deref(),
+                    let gateways = match &self.gateway_user {
+                        Some(uname) => Gateways {
+                            uname,
+                            prover: self.prover.as_deref(),
+                        },
+                        None => Gateways::as_user("none"),
                     };
                     connect_as(addr, &self.dialer, options, gateways).await
                 }

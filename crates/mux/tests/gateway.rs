@@ -72,6 +72,20 @@ async fn a_gateway_that_asks_for_proof_is_met_with_the_muxs_prover() {
         prover: Some(Arc::new(Password)),
         ..Config::default()
     };
+    // Attaching per user, the mux lends no client its own user at the
+    // gateway: it meets gateways as nobody in particular.
+    let per_user = ninep_mux::Mux::new(Config {
+        attach_per_user: true,
+        ..config.clone()
+    });
+    let lines = ninep_mux::nsfile::parse(&line).unwrap();
+    let refused = per_user.apply(lines).await.unwrap_err();
+    assert_eq!(
+        refused.errno(),
+        ninep_wire::Errno::EPERM,
+        "{}",
+        refused.ename()
+    );
     let mux = mux_with(config, &line).await;
     let served = serve(mux, Limits::default()).await;
     let fsys = support::attach(&served.addr, ninep_wire::Dialect::L).await;
