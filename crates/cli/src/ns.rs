@@ -17,6 +17,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use ninep_client::Options;
+use ninep_devices::dial::{Route, route};
 use ninep_mux::nsfile::{self, Entry};
 use ninep_wire::NONUNAME;
 
@@ -97,12 +98,6 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         }
         None => Vec::new(),
     };
-    // The caller's uid, for servers that number users (9P2000.u, .L);
-    // where a certificate names the user, the server's own users give it.
-    let n_uname = match args.client.presents_certificate() {
-        true => NONUNAME,
-        false => rustix::process::getuid().as_raw(),
-    };
     let mut sessions = Vec::new();
     for entry in entries {
         match entry {
@@ -110,9 +105,17 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                 addr, old, aname, ..
             } => {
                 // The address may go through a gateway's /net.
+                // The caller's uid, for servers that number users (9P2000.u,
+                // .L); where a certificate names the user to the server, the
+                // server's own users give it.
+                let certified = args.client.presents_certificate()
+                    && matches!(route(&addr), Route::Direct(a) if a.starts_with("tls!"));
                 let who = Who {
                     uname: &args.uname,
-                    n_uname,
+                    n_uname: match certified {
+                        true => NONUNAME,
+                        false => rustix::process::getuid().as_raw(),
+                    },
                     aname: &aname,
                 };
                 let fsys = attach(&args.client, &addr, &who, Options::default(), None).await?;
