@@ -859,6 +859,21 @@ async fn loose_attributes_are_answered_by_the_mount() {
     drop(session);
 }
 
+/// Runs the shell command `script` as nobody (uid and gid 65534).
+fn as_nobody(script: &str) -> std::process::ExitStatus {
+    std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+        ])
+        .arg(script)
+        .status()
+        .unwrap()
+}
+
 /// A write by a user who may not keep a file's set-id bits drops them, and
 /// the mount shows them dropped at once under every policy: a file just
 /// written is never run set-id (whether the kernel or the server drops
@@ -910,34 +925,14 @@ async fn a_write_by_another_user_drops_set_id_bits() {
         std::fs::set_permissions(&on_disk, std::fs::Permissions::from_mode(0o4755)).unwrap();
         let through = mnt.join("tool");
         assert_eq!(std::fs::metadata(&through).unwrap().mode() & 0o7777, 0o4755);
-        let appended = std::process::Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-            ])
-            .arg(format!("echo more >> '{}'", through.display()))
-            .status()
-            .unwrap();
+        let appended = as_nobody(&format!("echo more >> '{}'", through.display()));
         assert!(appended.success(), "{name}: nobody appends");
         let shown = std::fs::metadata(&through).unwrap().mode() & 0o7777;
         assert_eq!(shown, 0o755, "{name}: the mount shows {shown:o}");
         // And an overwrite, which truncates as it opens.
         std::fs::set_permissions(&through, std::fs::Permissions::from_mode(0o4755)).unwrap();
         assert_eq!(std::fs::metadata(&through).unwrap().mode() & 0o7777, 0o4755);
-        let overwritten = std::process::Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-            ])
-            .arg(format!("echo new > '{}'", through.display()))
-            .status()
-            .unwrap();
+        let overwritten = as_nobody(&format!("echo new > '{}'", through.display()));
         assert!(overwritten.success(), "{name}: nobody overwrites");
         let shown = std::fs::metadata(&through).unwrap().mode() & 0o7777;
         assert_eq!(
