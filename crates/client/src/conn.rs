@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use ninep_transport::{Addr, Dialer, Frame, FrameCodec, Stream, Writer};
+use ninep_transport::{Addr, Dialer, Frame, FrameCodec, Payload, Stream, Writer};
 use ninep_wire::*;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
@@ -198,7 +198,7 @@ impl Inner {
         }
         Ok(Frame {
             head: head.freeze(),
-            payload,
+            payload: payload.into(),
         })
     }
 
@@ -600,7 +600,7 @@ impl Drop for Inner {
         if let Ok(head) = tversion.to_bytes(Dialect::Base) {
             self.writer.get_mut().send(Frame {
                 head,
-                payload: None,
+                payload: Payload::None,
             });
         }
     }

@@ -436,7 +436,7 @@ impl<R: AsyncRead + Unpin> Fresh<R> {
             .map_err(|e| Error::protocol(e.to_string()))?;
         self.writer.send(Frame {
             head: head.freeze(),
-            payload,
+            payload: payload.into(),
         });
         Ok(remote_error(self.next().await?.msg))
     }

@@ -1,7 +1,7 @@
 //! Version negotiation: which dialect, and which extensions.
 
 use futures::StreamExt;
-use ninep_transport::{Frame, FrameCodec, Writer};
+use ninep_transport::{Frame, FrameCodec, Payload, Writer};
 use ninep_wire::*;
 use tokio_util::codec::FramedRead;
 
@@ -56,7 +56,7 @@ pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
                 .map_err(|e| Error::protocol(e.to_string()))?;
             writer.send(Frame {
                 head,
-                payload: None,
+                payload: Payload::None,
             });
             let frame = match frames.next().await {
                 Some(frame) => frame.map_err(|e| Error::protocol(e.to_string()))?,

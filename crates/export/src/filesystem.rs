@@ -1,9 +1,13 @@
 //! The export as a [`Filesystem`]: each 9P call answered by the module for
 //! its kind of operation.
 
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
 use bytes::Bytes;
 use ninep_server::{Attr, Cx, DirEntry, Filesystem, Opened, Result, SetAttr, User};
 use ninep_wire::{Name, Qid, Rgetlock, Rstatfs, Tgetlock, Tlock};
+use rustix::fs::FileType;
 
 use crate::{Export, ExportFile, attrs, data, locks, names, xattrs};
 
@@ -87,6 +91,13 @@ impl Filesystem for Export {
 
     async fn read(&self, _cx: &Cx, file: &ExportFile, offset: u64, count: u32) -> Result<Bytes> {
         data::read(self, file, offset, count).await
+    }
+
+    fn host_file(&self, file: &ExportFile) -> Option<Arc<OwnedFd>> {
+        // Directories and devices are read the usual way.
+        (file.node.ty == FileType::RegularFile)
+            .then(|| file.io.clone())
+            .flatten()
     }
 
     async fn write(&self, _cx: &Cx, file: &ExportFile, offset: u64, data: Bytes) -> Result<u32> {

@@ -4,9 +4,11 @@
 //! Creation, directory reads, stat and wstat, and extended-attribute fids
 //! have modules of their own; this one dispatches to them.
 
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ninep_transport::PipedFile;
 use ninep_wire::consts::{dotl, open::*};
 use ninep_wire::*;
 use tokio::sync::RwLockReadGuard;
@@ -45,6 +47,23 @@ pub(crate) struct Handler<'a, F: Filesystem> {
     pub conn: &'a Conn<F>,
     pub session: Session,
 }
+
+/// A request's answer: a message, or an Rread whose data waits in a pipe
+/// to be spliced into the connection.
+pub(crate) enum Reply {
+    Msg(Msg),
+    Piped(PipedFile),
+}
+
+impl From<Msg> for Reply {
+    fn from(msg: Msg) -> Reply {
+        Reply::Msg(msg)
+    }
+}
+
+/// Reads at least this large are spliced from a host file when they can
+/// be; smaller ones cost less copied than a pipe costs to make.
+const SPLICE_MIN: u32 = 64 * 1024;
 
 pub(crate) fn unknown_fid() -> Error {
     Error::with_errno(Errno::EBADF, "unknown fid")
@@ -97,13 +116,13 @@ impl<F: Filesystem> Handler<'_, F> {
         }
     }
 
-    pub async fn run(self, msg: Msg, r: Resolved<F::File>) -> Result<Msg> {
+    pub async fn run(self, msg: Msg, r: Resolved<F::File>) -> Result<Reply> {
         if let Some(afid) = &r.afid
             && !matches!(msg, Msg::Tattach(_))
         {
-            return authentication(msg, afid).await;
+            return authentication(msg, afid).await.map(Reply::Msg);
         }
-        Ok(match msg {
+        Ok(Reply::Msg(match msg {
             Msg::Tattach(m) => self.attach(m, r).await?,
             Msg::Twalk(m) => self.walk(m, r).await?,
             Msg::Topen(m) => {
@@ -125,7 +144,7 @@ impl<F: Filesystem> Handler<'_, F> {
             }
             Msg::Tcreate(m) => self.create(m, &r).await?,
             Msg::Tlcreate(m) => self.lcreate(m, &r).await?,
-            Msg::Tread(m) => self.read(m, &r).await?,
+            Msg::Tread(m) => return self.read(m, &r).await,
             Msg::Twrite(m) => self.write(m, &r).await?,
             Msg::Tclunk(_) => {
                 self.end(r, Ending::Clunk).await?;
@@ -269,7 +288,7 @@ impl<F: Filesystem> Handler<'_, F> {
                     format!("{} not supported", other.name()),
                 ));
             }
-        })
+        }))
     }
 
     /// A read lock on the request's fid, which must be a directory.
@@ -381,15 +400,13 @@ impl<F: Filesystem> Handler<'_, F> {
         Ok(opened)
     }
 
-    async fn read(&self, m: Tread, r: &Resolved<F::File>) -> Result<Msg> {
+    async fn read(&self, m: Tread, r: &Resolved<F::File>) -> Result<Reply> {
         let g = read(&r.fid).await?;
         let s = state(&g)?;
         let count = m.count.min(self.session.msize - IOHDRSZ);
         if let Some(Xattr::Read(value)) = &s.xattr {
-            return Ok(Rread {
-                data: slice_at(value, m.offset, count),
-            }
-            .into());
+            let data = slice_at(value, m.offset, count);
+            return Ok(Msg::from(Rread { data }).into());
         }
         let flags = s.open.ok_or_else(not_open)?;
         if !can_read(flags) {
@@ -399,14 +416,29 @@ impl<F: Filesystem> Handler<'_, F> {
             if self.session.dialect == Dialect::L {
                 return Err(Error::is_dir());
             }
-            return self.read_stats(s, m.offset, count).await;
+            return Ok(self.read_stats(s, m.offset, count).await?.into());
+        }
+        if count >= SPLICE_MIN
+            && self.conn.splices()
+            && let Some(host) = self.fs().host_file(&s.file)
+        {
+            let offset = m.offset;
+            let piped = tokio::task::spawn_blocking(move || {
+                PipedFile::from_file(host.as_fd(), offset, count as usize)
+            })
+            .await;
+            // Any failure (a file system that cannot splice, an error the
+            // read will report) goes the usual way.
+            if let Ok(Ok(piped)) = piped {
+                return Ok(Reply::Piped(piped));
+            }
         }
         let mut data = self
             .fs()
             .read(&self.cx(s), &s.file, m.offset, count)
             .await?;
         data.truncate(count as usize);
-        Ok(Rread { data }.into())
+        Ok(Msg::from(Rread { data }).into())
     }
 
     async fn write(&self, m: Twrite, r: &Resolved<F::File>) -> Result<Msg> {

@@ -7,6 +7,7 @@
 //! stat/wstat, getattr/setattr and both kinds of directory read onto it.
 
 use std::future::Future;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -342,6 +343,16 @@ pub trait Filesystem: Send + Sync + 'static {
         _count: u32,
     ) -> impl Future<Output = Result<Bytes>> + Send {
         async { Err(Error::prohibited("read")) }
+    }
+
+    /// The open host file whose bytes [`Filesystem::read`] of `file`
+    /// returns, unchanged and at the same offsets (a regular file an export
+    /// serves). Large reads of it may then be answered by splicing its
+    /// pages into the connection, uncopied, where the connection is a plain
+    /// socket; `read` answers the rest. None (the default): every read
+    /// goes through `read`.
+    fn host_file(&self, _file: &Self::File) -> Option<Arc<OwnedFd>> {
+        None
     }
 
     /// Writes `data` at `offset` (append-only files: at the end) and says

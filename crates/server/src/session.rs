@@ -26,7 +26,7 @@ use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use ninep_transport::{Frame, FrameCodec, Peer, Room, Stream, Writer};
+use ninep_transport::{Frame, FrameCodec, Payload, Peer, PipedFile, Room, Stream, Writer};
 use ninep_wire::*;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
@@ -38,7 +38,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::AuthFid;
 use crate::clunk::{self, Ending};
-use crate::dispatch::{Handler, Resolved};
+use crate::dispatch::{Handler, Reply, Resolved};
 use crate::error::Error;
 use crate::fids::{Entry, Fids, Pending, Refusal};
 use crate::fs::{Filesystem, User};
@@ -122,10 +122,18 @@ impl Live {
     /// besides.
     fn post(&mut self, room: Room<'_>, tag: u16, frame: Frame, alone: bool, limit: usize) {
         if let Some(kept) = self.kept.as_mut() {
-            kept.held.insert(tag, frame.clone());
-            if kept.held.len() > limit && kept.hangup.is_some() {
-                tracing::warn!("a session holds replies on {limit} tags: it can no longer resume");
+            if matches!(frame.payload, Payload::Piped { .. }) {
+                // Decided before the session began to keep replies.
+                tracing::warn!("a read was spliced as the session began to resume: it cannot");
                 self.kept = None;
+            } else {
+                kept.held.insert(tag, frame.clone());
+                if kept.held.len() > limit && kept.hangup.is_some() {
+                    tracing::warn!(
+                        "a session holds replies on {limit} tags: it can no longer resume"
+                    );
+                    self.kept = None;
+                }
             }
         }
         if alone {
@@ -199,17 +207,28 @@ impl<F: Filesystem> Conn<F> {
     /// Queues the reply of request `id` unless it was flushed. The room is
     /// taken first, so that a flush cannot come between the check and the
     /// send.
-    async fn finish(&self, session: Session, tag: u16, id: u64, msg: Msg) {
+    async fn finish(&self, session: Session, tag: u16, id: u64, reply: Reply) {
         let limit = self.shared.limits.requests;
         self.with_room(|live, room| {
             if live.inflight.get(&tag).is_some_and(|e| e.id == id) {
                 live.inflight.remove(&tag);
                 let alone = self.alone(&live.inflight);
-                let frame = encode_reply(Fcall { tag, msg }, session);
+                let frame = match reply {
+                    Reply::Msg(msg) => encode_reply(Fcall { tag, msg }, session),
+                    Reply::Piped(data) => piped_read(tag, data, session),
+                };
                 live.post(room, tag, frame, alone, limit);
             }
         })
         .await
+    }
+
+    /// Whether reads may be answered with data spliced from a pipe: the
+    /// connection is a plain socket, and no reply is held for a resume to
+    /// send again (a pipe can be read once).
+    pub(crate) fn splices(&self) -> bool {
+        let live = self.live.lock();
+        live.kept.is_none() && live.replies.splices()
     }
 }
 
@@ -241,8 +260,9 @@ pub(crate) async fn serve<F: Filesystem>(
     peer: Peer,
     shutdown: CancellationToken,
 ) {
+    let socket = link.socket();
     let (reader, writer) = tokio::io::split(link);
-    let (replies, flusher) = Writer::spawn(writer, shared.limits.requests);
+    let (replies, flusher) = Writer::spawn_on_socket(writer, socket, shared.limits.requests);
     let link = Link {
         writer: Arc::new(replies),
         hangup: CancellationToken::new(),
@@ -416,8 +436,8 @@ async fn receive<F: Filesystem>(
     let resolved = match resolve(conn, &fcall.msg) {
         Ok(r) => r,
         Err(err) => {
-            conn.finish(current, tag, id, error_reply(&err, current.dialect))
-                .await;
+            let reply = error_reply(&err, current.dialect).into();
+            conn.finish(current, tag, id, reply).await;
             return None;
         }
     };
@@ -428,10 +448,13 @@ async fn receive<F: Filesystem>(
             session: current,
         };
         let reply = match stream_task {
-            Some(task) => handler.stream(task, tag, id, fcall.msg, resolved).await,
+            Some(task) => handler
+                .stream(task, tag, id, fcall.msg, resolved)
+                .await
+                .map(Reply::Msg),
             None => handler.run(fcall.msg, resolved).await,
         };
-        let reply = reply.unwrap_or_else(|e| error_reply(&e, current.dialect));
+        let reply = reply.unwrap_or_else(|e| error_reply(&e, current.dialect).into());
         task_conn.finish(current, tag, id, reply).await;
     });
     // Most requests finish without waiting for anything: run them here and
@@ -703,7 +726,7 @@ fn encode_reply(fcall: Fcall, session: Session) -> Frame {
         Ok(payload) if head.len() + payload.as_ref().map_or(0, Bytes::len) <= msize as usize => {
             return Frame {
                 head: head.freeze(),
-                payload,
+                payload: payload.into(),
             };
         }
         Ok(_) => head.clear(),
@@ -715,7 +738,25 @@ fn encode_reply(fcall: Fcall, session: Session) -> Frame {
     let _ = reply.encode(dialect, &mut head);
     Frame {
         head: head.freeze(),
-        payload: None,
+        payload: Payload::None,
+    }
+}
+
+/// An Rread on `tag` whose data follows from the pipe `data`.
+fn piped_read(tag: u16, data: PipedFile, session: Session) -> Frame {
+    let mut head = BytesMut::new();
+    let empty = Fcall::new(tag, Rread { data: Bytes::new() });
+    // An Rread is in every dialect, and its head always fits.
+    let _ = empty.encode_head(session.protocol(), &mut head);
+    // Its head ends in count[4], and size[4] counts what follows.
+    let count = data.len() as u32;
+    let size = head.len() as u32 + count;
+    let end = head.len();
+    head[..4].copy_from_slice(&size.to_le_bytes());
+    head[end - 4..].copy_from_slice(&count.to_le_bytes());
+    Frame {
+        head: head.freeze(),
+        payload: data.into(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! `ninep serve --stdio DIR` run on `host` by ssh. The default 9P port is
 //! 564.
 
+use std::any::Any;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use crate::exec::Piped;
+use crate::splice::Socket;
 use crate::tls::{Accepted, TlsClient, TlsServer};
 
 /// The port 9P servers listen on unless told otherwise.
@@ -169,8 +171,27 @@ impl fmt::Display for Addr {
 }
 
 /// A connected byte stream of either kind.
-pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
+pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {
+    /// The socket a plain TCP or unix stream writes to, which file data can
+    /// be spliced into (see [`crate::Writer::spawn_on_socket`]); none for
+    /// streams that change or wrap what is written (TLS, a command's pipes).
+    /// A handle on it made now (a duplicate descriptor, registered with
+    /// the runtime); none if that fails.
+    fn socket(&self) -> Option<Socket>;
+}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {
+    fn socket(&self) -> Option<Socket> {
+        let any: &dyn Any = self;
+        if let Some(boxed) = any.downcast_ref::<Box<dyn Stream>>() {
+            return boxed.as_ref().socket();
+        }
+        if let Some(tcp) = any.downcast_ref::<TcpStream>() {
+            return Socket::tcp(tcp).ok();
+        }
+        Socket::unix(any.downcast_ref::<UnixStream>()?).ok()
+    }
+}
 
 /// A boxed stream and a printable name for its peer.
 pub type Conn = (Box<dyn Stream>, String);

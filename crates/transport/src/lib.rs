@@ -9,10 +9,12 @@
 mod dial;
 mod exec;
 mod framing;
+mod splice;
 mod tls;
 mod writer;
 
 pub use dial::{Addr, Conn, DEFAULT_PORT, Dialer, Established, Incoming, Listener, Peer, Stream};
 pub use framing::{FrameCodec, FrameError};
+pub use splice::{PipedFile, Socket};
 pub use tls::{HANDSHAKE_TIMEOUT, TlsClient, TlsServer};
-pub use writer::{Frame, Room, Writer};
+pub use writer::{Frame, Payload, Room, Writer};

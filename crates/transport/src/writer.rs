@@ -25,38 +25,116 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::splice::{PipedFile, Socket};
+
 /// An encoded frame: everything but a trailing payload, and the payload
 /// (as `ninep_wire::Fcall::encode_head` splits them).
 #[derive(Debug, Clone)]
 pub struct Frame {
     /// The frame up to its payload (all of it, for messages without one).
     pub head: Bytes,
-    /// A read or write payload, written after `head` without a copy.
-    pub payload: Option<Bytes>,
+    /// What follows the head, written without a copy.
+    pub payload: Payload,
+}
+
+/// The end of a frame that is written from where it lies.
+#[derive(Debug, Clone, Default)]
+pub enum Payload {
+    /// The head is the whole frame.
+    #[default]
+    None,
+    /// A read or write payload, written after the head from its own buffer.
+    Bytes(Bytes),
+    /// File data in a pipe, spliced into the socket (read into memory for a
+    /// stream that is no socket); `left` bytes of it still to go. A frame
+    /// carrying it can be written once: its clones share the pipe.
+    Piped {
+        /// The pipe holding the data.
+        pipe: Arc<PipedFile>,
+        /// What is still in it for this frame.
+        left: usize,
+    },
+}
+
+impl From<Option<Bytes>> for Payload {
+    fn from(payload: Option<Bytes>) -> Payload {
+        payload.map_or(Payload::None, Payload::Bytes)
+    }
+}
+
+impl From<PipedFile> for Payload {
+    fn from(piped: PipedFile) -> Payload {
+        Payload::Piped {
+            left: piped.len(),
+            pipe: Arc::new(piped),
+        }
+    }
+}
+
+impl Payload {
+    fn len(&self) -> usize {
+        match self {
+            Payload::None => 0,
+            Payload::Bytes(bytes) => bytes.len(),
+            Payload::Piped { left, .. } => *left,
+        }
+    }
+
+    /// The bytes to write beside a head, for payloads in memory.
+    fn in_memory(&self) -> &[u8] {
+        match self {
+            Payload::Bytes(bytes) => bytes,
+            Payload::None | Payload::Piped { .. } => &[],
+        }
+    }
+
+    /// What is left once the first `n` bytes are written.
+    fn after(&self, n: usize) -> Payload {
+        match self {
+            Payload::None => Payload::None,
+            Payload::Bytes(bytes) => Payload::Bytes(bytes.slice(n..)),
+            Payload::Piped { pipe, left } => Payload::Piped {
+                pipe: pipe.clone(),
+                left: left - n,
+            },
+        }
+    }
 }
 
 impl Frame {
     fn len(&self) -> usize {
-        self.head.len() + self.payload.as_ref().map_or(0, Bytes::len)
+        self.head.len() + self.payload.len()
     }
 
     /// What is left once the first `n` bytes are written.
     fn after(&self, n: usize) -> Frame {
         let head = self.head.len();
-        match &self.payload {
-            _ if n < head => Frame {
+        if n < head {
+            return Frame {
                 head: self.head.slice(n..),
                 payload: self.payload.clone(),
-            },
-            Some(payload) => Frame {
-                head: Bytes::new(),
-                payload: Some(payload.slice(n - head..)),
-            },
-            None => Frame {
-                head: Bytes::new(),
-                payload: None,
-            },
+            };
         }
+        Frame {
+            head: Bytes::new(),
+            payload: self.payload.after(n - head),
+        }
+    }
+
+    /// The frame with its piped data read into memory, for a stream that
+    /// is no socket.
+    fn unpiped(self) -> std::io::Result<Frame> {
+        let Payload::Piped { pipe, left } = &self.payload else {
+            return Ok(self);
+        };
+        let data = pipe.read_out(*left)?;
+        if data.len() != *left {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(Frame {
+            head: self.head,
+            payload: Payload::Bytes(Bytes::from(data)),
+        })
     }
 }
 
@@ -85,6 +163,9 @@ impl std::fmt::Debug for Writer {
 struct Shared {
     state: Mutex<State>,
     limit: usize,
+    /// The socket under the stream, for splicing piped payloads into it:
+    /// whoever holds the stream (`State::out`) may write to it.
+    socket: Option<Socket>,
     /// Wakes the flusher: frames queued, or the writer dropped.
     work: Notify,
     /// Wakes those waiting in [`Writer::room`].
@@ -146,6 +227,16 @@ impl Writer {
         out: impl AsyncWrite + Send + Unpin + 'static,
         limit: usize,
     ) -> (Writer, JoinHandle<()>) {
+        Writer::spawn_on_socket(out, None, limit)
+    }
+
+    /// As [`Writer::spawn`], for a stream that writes straight to `socket`
+    /// (see [`crate::Stream::socket`]): piped payloads are spliced into it.
+    pub fn spawn_on_socket(
+        out: impl AsyncWrite + Send + Unpin + 'static,
+        socket: Option<Socket>,
+        limit: usize,
+    ) -> (Writer, JoinHandle<()>) {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 out: Some(Box::new(out)),
@@ -156,6 +247,7 @@ impl Writer {
                 ending: false,
             }),
             limit: limit.max(1),
+            socket,
             work: Notify::new(),
             room: Notify::new(),
         });
@@ -165,6 +257,11 @@ impl Writer {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.shared.lock()
+    }
+
+    /// Whether piped payloads go into the socket without a copy.
+    pub fn splices(&self) -> bool {
+        self.shared.socket.is_some()
     }
 
     /// Waits for a place in the queue: while `limit` frames are held, until
@@ -213,11 +310,21 @@ impl Writer {
             return;
         }
         let mut frame = frame;
+        if self.shared.socket.is_none() {
+            match frame.unpiped() {
+                Ok(whole) => frame = whole,
+                Err(_) => {
+                    self.release(&mut state, 1);
+                    self.shared.fail(&mut state);
+                    return;
+                }
+            }
+        }
         if at_once
             && state.queue.is_empty()
             && let Some(out) = state.out.as_mut()
         {
-            match write_now(out, &frame) {
+            match write_now(out, self.shared.socket.as_ref(), &frame) {
                 Now::Written { flushed } => {
                     state.unflushed |= !flushed;
                     self.release(&mut state, 1);
@@ -284,17 +391,29 @@ enum Now {
     Failed,
 }
 
-/// Writes `frame` to `out` as far as it goes without waiting. Polling with
-/// a waker that does nothing is safe here: whoever writes next (the
-/// flusher, if this stops short) polls again with its own.
-fn write_now(out: &mut Out, frame: &Frame) -> Now {
+/// Writes `frame` to `out` (its piped data to `socket`) as far as it goes
+/// without waiting. Polling with a waker that does nothing is safe here:
+/// whoever writes next (the flusher, if this stops short) polls again with
+/// its own.
+fn write_now(out: &mut Out, socket: Option<&Socket>, frame: &Frame) -> Now {
     let mut cx = Context::from_waker(Waker::noop());
     let (len, mut done) = (frame.len(), 0);
     while done < len {
         let rest = frame.after(done);
+        if let (true, Payload::Piped { pipe, left }) = (rest.head.is_empty(), &rest.payload) {
+            let Some(socket) = socket else {
+                return Now::Failed;
+            };
+            match socket.try_splice(pipe, *left) {
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Now::Partly(done),
+                Err(_) => return Now::Failed,
+            }
+            continue;
+        }
         let bufs = [
             IoSlice::new(&rest.head),
-            IoSlice::new(rest.payload.as_deref().unwrap_or_default()),
+            IoSlice::new(rest.payload.in_memory()),
         ];
         match Pin::new(&mut *out).poll_write_vectored(&mut cx, &bufs) {
             Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Now::Failed,
@@ -351,7 +470,7 @@ async fn flush(shared: Arc<Shared>) {
                 continue;
             }
         };
-        let written = write_batch(&mut out, &batch, &mut buf).await;
+        let written = write_batch(&mut out, shared.socket.as_ref(), &batch, &mut buf).await;
         let flushed = match written {
             Ok(()) => out.flush().await,
             Err(e) => Err(e),
@@ -375,18 +494,34 @@ enum Step {
 }
 
 /// Writes `frames` in order: small ones gathered in `buf`, large payloads
-/// from their own buffers.
-async fn write_batch(out: &mut Out, frames: &[Frame], buf: &mut BytesMut) -> std::io::Result<()> {
+/// from their own buffers, piped ones spliced into `socket`.
+async fn write_batch(
+    out: &mut Out,
+    socket: Option<&Socket>,
+    frames: &[Frame],
+    buf: &mut BytesMut,
+) -> std::io::Result<()> {
     buf.clear();
     for frame in frames {
         buf.extend_from_slice(&frame.head);
         match &frame.payload {
-            Some(payload) if payload.len() >= COPY_LIMIT => {
+            Payload::Bytes(payload) if payload.len() >= COPY_LIMIT => {
                 write_both(out, buf, payload).await?;
                 buf.clear();
             }
-            Some(payload) => buf.extend_from_slice(payload),
-            None => {}
+            Payload::Bytes(payload) => buf.extend_from_slice(payload),
+            Payload::Piped { pipe, left } => {
+                out.write_all(buf).await?;
+                out.flush().await?;
+                buf.clear();
+                // Frames with piped data are only queued with a socket.
+                let socket = socket.ok_or(std::io::ErrorKind::Unsupported)?;
+                let mut left = *left;
+                while left > 0 {
+                    left -= socket.splice(pipe, left).await?;
+                }
+            }
+            Payload::None => {}
         }
     }
     out.write_all(buf).await
@@ -418,7 +553,7 @@ mod tests {
     fn frame(i: u8, payload: Option<Bytes>) -> Frame {
         Frame {
             head: Bytes::from(vec![i; 7]),
-            payload,
+            payload: payload.into(),
         }
     }
 
@@ -440,9 +575,7 @@ mod tests {
             };
             let f = frame(i, payload);
             want.extend_from_slice(&f.head);
-            if let Some(p) = &f.payload {
-                want.extend_from_slice(p);
-            }
+            want.extend_from_slice(f.payload.in_memory());
             writer.room().await.send(f);
         }
         drop(writer);

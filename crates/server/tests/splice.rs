@@ -1,0 +1,304 @@
+//! Large reads of a file that lives on the host go from the file's pages
+//! into the socket (splice), uncopied: the bytes arrive exactly as a read
+//! would give them, in order with every other reply, to a client that
+//! reads slowly too; and where splicing cannot be done (a stream that is
+//! no socket, a small read, a file that cannot be spliced) the file
+//! server's own read answers.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use ninep_server::tree::{Dir, Tree, TreeFile};
+use ninep_server::{Attr, Cx, Filesystem, Opened, Result, Server, User};
+use ninep_transport::{Addr, FrameCodec, Stream};
+use ninep_wire::consts::dotl::{GETATTR_BASIC, O_RDONLY};
+use ninep_wire::*;
+use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio_util::codec::FramedRead;
+
+const SIZE: usize = 3 * 1024 * 1024 + 12_345;
+const MSIZE: u32 = 1024 * 1024 + IOHDRSZ;
+
+fn contents() -> Vec<u8> {
+    (0..SIZE).map(|i| (i * 13 % 251) as u8).collect()
+}
+
+/// A tree whose file `big` is also a host file (the same bytes), offered
+/// for splicing; it counts the reads its own `read` answers.
+struct HostBacked {
+    tree: Tree,
+    host: Arc<OwnedFd>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl Filesystem for HostBacked {
+    type File = TreeFile;
+
+    async fn attach(&self, user: &User) -> Result<(TreeFile, Qid)> {
+        self.tree.attach(user).await
+    }
+    async fn walk(&self, cx: &Cx, dir: &TreeFile, name: &Name) -> Result<(TreeFile, Qid)> {
+        self.tree.walk(cx, dir, name).await
+    }
+    async fn getattr(&self, cx: &Cx, file: &TreeFile) -> Result<Attr> {
+        self.tree.getattr(cx, file).await
+    }
+    async fn open(&self, cx: &Cx, file: &mut TreeFile, flags: u32) -> Result<Opened> {
+        self.tree.open(cx, file, flags).await
+    }
+    async fn read(&self, cx: &Cx, file: &TreeFile, offset: u64, count: u32) -> Result<Bytes> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.tree.read(cx, file, offset, count).await
+    }
+    fn host_file(&self, _file: &TreeFile) -> Option<Arc<OwnedFd>> {
+        Some(self.host.clone())
+    }
+}
+
+/// A server of `big` backed by a host file holding `host` (or, when
+/// `host` is None, by a directory, which cannot be spliced from).
+fn host_backed(host: Option<&[u8]>, name: &str) -> (Server<HostBacked>, Arc<AtomicUsize>) {
+    let dir = std::env::temp_dir().join(format!("ninep-splice-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fd: OwnedFd = match host {
+        Some(data) => {
+            std::fs::write(dir.join("big"), data).unwrap();
+            std::fs::File::open(dir.join("big")).unwrap().into()
+        }
+        None => std::fs::File::open(&dir).unwrap().into(),
+    };
+    let reads = Arc::new(AtomicUsize::new(0));
+    let fs = HostBacked {
+        tree: Tree::new(Dir::new().file("big", contents())),
+        host: Arc::new(fd),
+        reads: reads.clone(),
+    };
+    (Server::new(fs), reads)
+}
+
+/// A 9P2000.L client speaking raw frames, so that it can send many
+/// requests before reading any reply.
+struct Peer {
+    frames: FramedRead<ReadHalf<Box<dyn Stream>>, FrameCodec>,
+    writer: WriteHalf<Box<dyn Stream>>,
+}
+
+impl Peer {
+    /// Version, attach as fid 0, fid 1 open on `big`.
+    async fn over(link: Box<dyn Stream>) -> Peer {
+        let (reader, writer) = tokio::io::split(link);
+        let mut peer = Peer {
+            frames: FramedRead::new(reader, FrameCodec::new(MSIZE, Dialect::L)),
+            writer,
+        };
+        let version = Tversion {
+            msize: MSIZE,
+            version: "9P2000.L".into(),
+        };
+        assert!(matches!(peer.rpc(NOTAG, version).await, Msg::Rversion(_)));
+        let attach = Tattach {
+            fid: Fid(0),
+            afid: Fid::NOFID,
+            uname: "glenda".into(),
+            aname: String::new(),
+            n_uname: NONUNAME,
+        };
+        assert!(matches!(peer.rpc(0, attach).await, Msg::Rattach(_)));
+        let walk = Twalk {
+            fid: Fid(0),
+            newfid: Fid(1),
+            wname: vec![Name::new("big").unwrap()],
+        };
+        assert!(matches!(peer.rpc(0, walk).await, Msg::Rwalk(_)));
+        let open = Tlopen {
+            fid: Fid(1),
+            flags: O_RDONLY,
+        };
+        assert!(matches!(peer.rpc(0, open).await, Msg::Rlopen(_)));
+        peer
+    }
+
+    async fn send(&mut self, tag: u16, msg: impl Into<Msg>) {
+        let frame = Fcall::new(tag, msg).to_bytes(Dialect::L).unwrap();
+        self.writer.write_all(&frame).await.unwrap();
+    }
+
+    async fn next(&mut self) -> Fcall {
+        let frame = tokio::time::timeout(Duration::from_secs(20), self.frames.next())
+            .await
+            .expect("a reply within 20 s")
+            .expect("the connection stays up")
+            .unwrap();
+        Fcall::decode(frame, Dialect::L).unwrap()
+    }
+
+    async fn rpc(&mut self, tag: u16, msg: impl Into<Msg>) -> Msg {
+        self.send(tag, msg).await;
+        let reply = self.next().await;
+        assert_eq!(reply.tag, tag, "{reply}");
+        reply.msg
+    }
+
+    async fn read(&mut self, offset: u64, count: u32) -> Bytes {
+        match self
+            .rpc(
+                1,
+                Tread {
+                    fid: Fid(1),
+                    offset,
+                    count,
+                },
+            )
+            .await
+        {
+            Msg::Rread(r) => r.data,
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+fn read_of(offset: usize, count: usize) -> Tread {
+    Tread {
+        fid: Fid(1),
+        offset: offset as u64,
+        count: count as u32,
+    }
+}
+
+async fn tcp(server: &Server<HostBacked>) -> Box<dyn Stream> {
+    let listener = Addr::Tcp {
+        host: "127.0.0.1".into(),
+        port: 0,
+    }
+    .listen()
+    .await
+    .unwrap();
+    let addr: Addr = listener.local_addr().unwrap().to_string().parse().unwrap();
+    let server = server.clone();
+    tokio::spawn(async move {
+        server
+            .serve_listener(listener, std::future::pending())
+            .await
+    });
+    addr.dial().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_reads_go_from_the_host_file_into_the_socket() {
+    let want = contents();
+    let (server, reads) = host_backed(Some(&want), "tcp");
+    let mut peer = Peer::over(tcp(&server).await).await;
+
+    // The whole file in reads of a whole msize, none by the server's read.
+    let mut got = Vec::new();
+    loop {
+        let piece = peer.read(got.len() as u64, MSIZE - IOHDRSZ).await;
+        if piece.is_empty() {
+            break;
+        }
+        got.extend_from_slice(&piece);
+    }
+    assert!(got == want, "{} bytes read, unlike the file", got.len());
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        0,
+        "reads that were not spliced"
+    );
+
+    // Past the end: nothing. Across it: the rest.
+    assert!(peer.read(SIZE as u64 + 10, 1 << 20).await.is_empty());
+    let tail = peer.read(SIZE as u64 - 100_000, 1 << 20).await;
+    assert!(tail[..] == want[SIZE - 100_000..]);
+    assert_eq!(reads.load(Ordering::SeqCst), 0);
+
+    // Whole, wherever a read starts (off a page boundary, a pipe may
+    // not hold a whole msize, and the server's read answers).
+    let read = peer.read(4095, 1 << 20).await;
+    assert!(read[..] == want[4095..4095 + (1 << 20)]);
+
+    // A small read costs less copied: the server's read answers it.
+    let before = reads.load(Ordering::SeqCst);
+    assert!(peer.read(5, 100).await[..] == want[5..105]);
+    assert_eq!(reads.load(Ordering::SeqCst), before + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spliced_replies_keep_their_order_for_a_client_that_reads_late() {
+    let want = contents();
+    let (server, reads) = host_backed(Some(&want), "late");
+    let mut peer = Peer::over(tcp(&server).await).await;
+
+    // Reads of every size and other requests between them, all sent
+    // before any reply is read: the socket fills, and the rest of each
+    // reply waits for room.
+    let mut expected = Vec::new();
+    let mut requests = BytesMut::new();
+    for tag in 1..=40u16 {
+        let count = [1 << 20, 65_536, 300_000, 100][usize::from(tag) % 4];
+        // Whole msizes from page boundaries (a pipe of at most 1 MiB holds
+        // no more), the others from anywhere.
+        let offset = match count {
+            0x10_0000 => usize::from(tag) * 4096 * 7,
+            _ => usize::from(tag) * 77_777 % SIZE,
+        };
+        let msg: Msg = if tag % 5 == 0 {
+            Tgetattr {
+                fid: Fid(1),
+                request_mask: GETATTR_BASIC,
+            }
+            .into()
+        } else {
+            read_of(offset, count).into()
+        };
+        let end = (offset + count).min(SIZE);
+        expected.push((tag, tag % 5 != 0, &want[offset..end]));
+        requests.extend_from_slice(&Fcall::new(tag, msg).to_bytes(Dialect::L).unwrap());
+    }
+    peer.writer.write_all(&requests).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut answered = std::collections::HashMap::new();
+    for _ in 0..expected.len() {
+        let reply = peer.next().await;
+        answered.insert(reply.tag, reply.msg);
+    }
+    for (tag, is_read, data) in expected {
+        match answered.remove(&tag) {
+            Some(Msg::Rread(r)) if is_read => {
+                assert!(r.data[..] == *data, "tag {tag}: {} bytes", r.data.len());
+            }
+            Some(Msg::Rgetattr(_)) if !is_read => {}
+            other => panic!("tag {tag}: {other:?}"),
+        }
+    }
+    // Only the 100-byte reads went through the server's read.
+    assert_eq!(reads.load(Ordering::SeqCst), 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_socket_or_a_spliceable_file_the_server_reads() {
+    let want = contents();
+    // A stream that is no socket.
+    let (server, reads) = host_backed(Some(&want), "duplex");
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let serving = server.clone();
+    tokio::spawn(async move {
+        serving
+            .serve_stream(Box::new(theirs), std::future::pending())
+            .await
+    });
+    let mut peer = Peer::over(Box::new(ours)).await;
+    assert!(peer.read(1000, 1 << 20).await[..] == want[1000..1000 + (1 << 20)]);
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+
+    // A socket, but a host file that cannot be spliced from.
+    let (server, reads) = host_backed(None, "unspliceable");
+    let mut peer = Peer::over(tcp(&server).await).await;
+    assert!(peer.read(1000, 1 << 20).await[..] == want[1000..1000 + (1 << 20)]);
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+}

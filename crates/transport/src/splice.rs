@@ -1,0 +1,160 @@
+//! File data sent without passing through our memory, as nginx's sendfile
+//! sends it: `splice` moves a file's pages (references, not copies) into a
+//! pipe, and later from the pipe into the socket of the connection.
+//!
+//! The pipe is filled first, so that the frame's head can say exactly how
+//! many bytes follow, whatever the file does meanwhile (a truncation makes
+//! a short read, never a frame that lies about its size).
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::io::Errno;
+use rustix::pipe::{PipeFlags, SpliceFlags};
+use tokio::io::Interest;
+use tokio::net::{TcpStream, UnixStream};
+
+/// The page size the pipe is sized by (4 KiB on the architectures
+/// ninep runs on; a larger page only makes the pipe roomier).
+const PAGE: usize = 4096;
+
+/// A second handle on the socket under a plain TCP or unix stream, with
+/// its own readiness, through which piped file data is spliced into it.
+#[derive(Debug)]
+pub struct Socket(Kind);
+
+#[derive(Debug)]
+enum Kind {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Socket {
+    /// A handle on the socket of `tcp`.
+    pub(crate) fn tcp(tcp: &TcpStream) -> io::Result<Socket> {
+        let fd = tcp.as_fd().try_clone_to_owned()?;
+        Ok(Socket(Kind::Tcp(TcpStream::from_std(fd.into())?)))
+    }
+
+    /// A handle on the socket of `unix`.
+    pub(crate) fn unix(unix: &UnixStream) -> io::Result<Socket> {
+        let fd = unix.as_fd().try_clone_to_owned()?;
+        Ok(Socket(Kind::Unix(UnixStream::from_std(fd.into())?)))
+    }
+
+    /// Splices up to `left` bytes of `piped` into the socket, waiting
+    /// while it is full; how many went.
+    pub(crate) async fn splice(&self, piped: &PipedFile, left: usize) -> io::Result<usize> {
+        let splice = || piped.splice_into(self.fd(), left);
+        match &self.0 {
+            Kind::Tcp(s) => s.async_io(Interest::WRITABLE, splice).await,
+            Kind::Unix(s) => s.async_io(Interest::WRITABLE, splice).await,
+        }
+    }
+
+    /// As [`Socket::splice`], without waiting: WouldBlock while it is full.
+    /// (Tried whatever the runtime last heard of the socket's readiness: a
+    /// later [`Socket::splice`] learns the truth when it tries.)
+    pub(crate) fn try_splice(&self, piped: &PipedFile, left: usize) -> io::Result<usize> {
+        piped.splice_into(self.fd(), left)
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        match &self.0 {
+            Kind::Tcp(s) => s.as_fd(),
+            Kind::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+/// Bytes of a file held in a pipe, waiting to go into a socket.
+#[derive(Debug)]
+pub struct PipedFile {
+    /// The pipe's read end; its write end is closed once it is filled.
+    pipe: OwnedFd,
+    len: usize,
+}
+
+impl PipedFile {
+    /// Up to `count` bytes of `file` from `offset`, moved into a new pipe:
+    /// fewer only at the end of the file. Blocks while the file is read
+    /// from its device, so it belongs where blocking is allowed. Fails when
+    /// the file cannot be spliced (EINVAL: not every file system can), or
+    /// when the pipe cannot hold the read (a pipe holds whole pages, one
+    /// more for a read that does not start on a page, and its size is
+    /// bounded per user): a plain read should answer then.
+    pub fn from_file(file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<PipedFile> {
+        let (pipe, input) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+        // Best effort: a pipe too small shows as EAGAIN below. Room for a
+        // read off the page boundary may be over the limit (pipe-max-size,
+        // 1 MiB, for those without CAP_SYS_RESOURCE) where room for one on
+        // it is not.
+        if rustix::pipe::fcntl_setpipe_size(&input, count.saturating_add(PAGE)).is_err() {
+            let _ = rustix::pipe::fcntl_setpipe_size(&input, count);
+        }
+        let (mut at, mut len) = (offset, 0);
+        while len < count {
+            match rustix::pipe::splice(
+                file,
+                Some(&mut at),
+                &input,
+                None,
+                count - len,
+                SpliceFlags::NONBLOCK,
+            ) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(PipedFile { pipe, len })
+    }
+
+    /// How many bytes it holds (all of them, until [`PipedFile::splice_into`]
+    /// takes some).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds nothing (the file ended at the offset).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Moves up to `left` of its bytes into `socket` without waiting: how
+    /// many went, or WouldBlock while the socket is full.
+    fn splice_into(&self, socket: BorrowedFd<'_>, left: usize) -> io::Result<usize> {
+        loop {
+            match rustix::pipe::splice(
+                &self.pipe,
+                None,
+                socket,
+                None,
+                left,
+                SpliceFlags::MOVE | SpliceFlags::NONBLOCK,
+            ) {
+                Err(Errno::INTR) => {}
+                Ok(0) if left > 0 => return Err(io::ErrorKind::WriteZero.into()),
+                done => return Ok(done?),
+            }
+        }
+    }
+
+    /// Up to `left` of its bytes read into memory, for a stream that is no
+    /// socket (the data is already in the pipe, so this never waits).
+    pub(crate) fn read_out(&self, left: usize) -> io::Result<Vec<u8>> {
+        let mut data = vec![0; left];
+        let mut got = 0;
+        while got < left {
+            match rustix::io::read(self.pipe.as_fd(), &mut data[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        data.truncate(got);
+        Ok(data)
+    }
+}
