@@ -64,6 +64,10 @@ pub struct LimitArgs {
     /// Most connections at once.
     #[arg(long, default_value_t = Limits::default().connections)]
     max_connections: usize,
+    /// Most reads answered at once by splicing a file's pages into the
+    /// socket, uncopied (each holds a pipe); 0 copies every read.
+    #[arg(long, default_value_t = Limits::default().spliced_reads)]
+    max_spliced_reads: usize,
     /// Most streams (docs/streams.md) per connection; 0 turns them off.
     #[arg(long, default_value_t = StreamLimits::default().streams)]
     max_streams: usize,
@@ -91,6 +95,7 @@ impl LimitArgs {
             fids: self.max_fids,
             requests: self.max_requests,
             connections: self.max_connections,
+            spliced_reads: self.max_spliced_reads,
         }
     }
 

@@ -419,12 +419,13 @@ impl<F: Filesystem> Handler<'_, F> {
             return Ok(self.read_stats(s, m.offset, count).await?.into());
         }
         if count >= SPLICE_MIN
-            && self.conn.splices()
             && let Some(host) = self.fs().host_file(&s.file)
+            && let Some(permit) = self.conn.splice_permit()
         {
             let offset = m.offset;
             let piped = tokio::task::spawn_blocking(move || {
                 PipedFile::from_file(host.as_fd(), offset, count as usize)
+                    .map(|piped| piped.holding(permit))
             })
             .await;
             // Any failure (a file system that cannot splice, an error the

@@ -28,6 +28,12 @@ pub struct Limits {
     pub requests: usize,
     /// Connections served at once.
     pub connections: usize,
+    /// Reads answered at once by splicing a host file's pages into the
+    /// connection (see [`Filesystem::host_file`]), server-wide; a
+    /// connection takes at most a quarter of them. Each holds a pipe (a
+    /// descriptor, two while it fills) and up to msize of pages until its
+    /// reply is written; past the limit, reads are copied. 0: always copy.
+    pub spliced_reads: usize,
 }
 
 impl Default for Limits {
@@ -37,6 +43,7 @@ impl Default for Limits {
             fids: 64 * 1024,
             requests: 1024,
             connections: 1024,
+            spliced_reads: 32,
         }
     }
 }
@@ -76,6 +83,8 @@ pub(crate) struct Shared<F: Filesystem> {
     pub exclusive: ExclusiveFiles,
     /// The sessions that may be taken over (the resume extension).
     pub sessions: Sessions<F>,
+    /// Reads being spliced, bounded by `limits.spliced_reads`.
+    pub spliced_reads: Arc<Semaphore>,
 }
 
 /// Serves a [`Filesystem`] over any number of connections.
@@ -120,11 +129,12 @@ impl<F: Filesystem> Server<F> {
         Server {
             shared: Arc::new(Shared {
                 fs,
-                limits,
                 stream_limits,
                 policy,
                 exclusive: ExclusiveFiles::default(),
                 sessions: Sessions::new(ResumeLimits::default()),
+                spliced_reads: Arc::new(Semaphore::new(limits.spliced_reads)),
+                limits,
             }),
         }
     }

@@ -30,7 +30,7 @@ use ninep_transport::{Frame, FrameCodec, Payload, Peer, PipedFile, Room, Stream,
 use ninep_wire::*;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -99,6 +99,8 @@ pub(crate) struct Conn<F: Filesystem> {
     /// The requests running as tasks, and the ends of fids (see
     /// [`clunk`]): a reset waits for them all.
     pub tasks: TaskTracker,
+    /// This session's share of the server's spliced reads.
+    spliced_reads: Arc<Semaphore>,
 }
 
 /// What the reader and the request tasks of a session change under one
@@ -121,19 +123,21 @@ impl Live {
     /// one holds at most the replies of the requests it had in flight
     /// besides.
     fn post(&mut self, room: Room<'_>, tag: u16, frame: Frame, alone: bool, limit: usize) {
+        let mut frame = frame;
         if let Some(kept) = self.kept.as_mut() {
-            if matches!(frame.payload, Payload::Piped { .. }) {
-                // Decided before the session began to keep replies.
-                tracing::warn!("a read was spliced as the session began to resume: it cannot");
-                self.kept = None;
-            } else {
-                kept.held.insert(tag, frame.clone());
-                if kept.held.len() > limit && kept.hangup.is_some() {
-                    tracing::warn!(
-                        "a session holds replies on {limit} tags: it can no longer resume"
-                    );
-                    self.kept = None;
+            // A read spliced before Tsession asked to keep replies: what is
+            // kept must be sent again, so it goes from memory.
+            match frame.unpiped() {
+                Ok(whole) => {
+                    frame = whole;
+                    kept.held.insert(tag, frame.clone());
                 }
+                // Not in memory, and so not kept: it goes as it is.
+                Err(e) => tracing::warn!("a spliced read could not be kept: {e}"),
+            }
+            if kept.held.len() > limit && kept.hangup.is_some() {
+                tracing::warn!("a session holds replies on {limit} tags: it can no longer resume");
+                self.kept = None;
             }
         }
         if alone {
@@ -215,7 +219,7 @@ impl<F: Filesystem> Conn<F> {
                 let alone = self.alone(&live.inflight);
                 let frame = match reply {
                     Reply::Msg(msg) => encode_reply(Fcall { tag, msg }, session),
-                    Reply::Piped(data) => piped_read(tag, data, session),
+                    Reply::Piped(data) => piped_read(tag, data),
                 };
                 live.post(room, tag, frame, alone, limit);
             }
@@ -223,12 +227,20 @@ impl<F: Filesystem> Conn<F> {
         .await
     }
 
-    /// Whether reads may be answered with data spliced from a pipe: the
-    /// connection is a plain socket, and no reply is held for a resume to
-    /// send again (a pipe can be read once).
-    pub(crate) fn splices(&self) -> bool {
-        let live = self.live.lock();
-        live.kept.is_none() && live.replies.splices()
+    /// Leave to answer a read with data spliced from a pipe, while the
+    /// connection is a plain socket, no reply is kept for a resume to send
+    /// again (the pipe would be read into memory for it), and the session
+    /// and the server are within their share of pipes (`spliced_reads`).
+    pub(crate) fn splice_permit(&self) -> Option<impl Send + Sync + 'static> {
+        {
+            let live = self.live.lock();
+            if live.kept.is_some() || !live.replies.splices() {
+                return None;
+            }
+        }
+        let ours = self.spliced_reads.clone().try_acquire_owned().ok()?;
+        let server = self.shared.spliced_reads.clone().try_acquire_owned().ok()?;
+        Some((ours, server))
     }
 }
 
@@ -260,7 +272,7 @@ pub(crate) async fn serve<F: Filesystem>(
     peer: Peer,
     shutdown: CancellationToken,
 ) {
-    let socket = link.socket();
+    let socket = link.splice_target();
     let (reader, writer) = tokio::io::split(link);
     let (replies, flusher) = Writer::spawn_on_socket(writer, socket, shared.limits.requests);
     let link = Link {
@@ -282,6 +294,7 @@ pub(crate) async fn serve<F: Filesystem>(
         next_id: AtomicU64::new(0),
         more: AtomicBool::new(false),
         tasks: TaskTracker::new(),
+        spliced_reads: Arc::new(Semaphore::new(limits.spliced_reads.div_ceil(4))),
     });
     let mut frames = FramedRead::new(reader, FrameCodec::new(limits.msize, Dialect::Base));
     let mut session: Option<Session> = None;
@@ -743,19 +756,9 @@ fn encode_reply(fcall: Fcall, session: Session) -> Frame {
 }
 
 /// An Rread on `tag` whose data follows from the pipe `data`.
-fn piped_read(tag: u16, data: PipedFile, session: Session) -> Frame {
-    let mut head = BytesMut::new();
-    let empty = Fcall::new(tag, Rread { data: Bytes::new() });
-    // An Rread is in every dialect, and its head always fits.
-    let _ = empty.encode_head(session.protocol(), &mut head);
-    // Its head ends in count[4], and size[4] counts what follows.
-    let count = data.len() as u32;
-    let size = head.len() as u32 + count;
-    let end = head.len();
-    head[..4].copy_from_slice(&size.to_le_bytes());
-    head[end - 4..].copy_from_slice(&count.to_le_bytes());
+fn piped_read(tag: u16, data: PipedFile) -> Frame {
     Frame {
-        head: head.freeze(),
+        head: Rread::head(tag, data.len() as u32),
         payload: data.into(),
     }
 }

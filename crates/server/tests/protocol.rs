@@ -338,6 +338,7 @@ async fn limits_answer_errors_and_the_connection_lives() {
         fids: 2,
         requests: 1,
         connections: 1,
+        ..Limits::default()
     };
     let script = format!(
         "{HELLO_9P2000}

@@ -2,8 +2,8 @@
 //! into the socket (splice), uncopied: the bytes arrive exactly as a read
 //! would give them, in order with every other reply, to a client that
 //! reads slowly too; and where splicing cannot be done (a stream that is
-//! no socket, a small read, a file that cannot be spliced) the file
-//! server's own read answers.
+//! no socket, a small read, a file that cannot be spliced, more reads at
+//! once than the limit on pipes) the file server's own read answers.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ninep_server::tree::{Dir, Tree, TreeFile};
-use ninep_server::{Attr, Cx, Filesystem, Opened, Result, Server, User};
+use ninep_server::{Attr, Cx, Filesystem, Limits, Opened, Result, Server, User};
 use ninep_transport::{Addr, FrameCodec, Stream};
 use ninep_wire::consts::dotl::{GETATTR_BASIC, O_RDONLY};
 use ninep_wire::*;
@@ -21,6 +21,9 @@ use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio_util::codec::FramedRead;
 
 const SIZE: usize = 3 * 1024 * 1024 + 12_345;
+
+/// One test at a time: one counts the pipes of the process.
+static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const MSIZE: u32 = 1024 * 1024 + IOHDRSZ;
 
 fn contents() -> Vec<u8> {
@@ -62,6 +65,14 @@ impl Filesystem for HostBacked {
 /// A server of `big` backed by a host file holding `host` (or, when
 /// `host` is None, by a directory, which cannot be spliced from).
 fn host_backed(host: Option<&[u8]>, name: &str) -> (Server<HostBacked>, Arc<AtomicUsize>) {
+    host_backed_within(host, name, Limits::default())
+}
+
+fn host_backed_within(
+    host: Option<&[u8]>,
+    name: &str,
+    limits: Limits,
+) -> (Server<HostBacked>, Arc<AtomicUsize>) {
     let dir = std::env::temp_dir().join(format!("ninep-splice-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -78,7 +89,7 @@ fn host_backed(host: Option<&[u8]>, name: &str) -> (Server<HostBacked>, Arc<Atom
         host: Arc::new(fd),
         reads: reads.clone(),
     };
-    (Server::new(fs), reads)
+    (Server::with_limits(fs, limits), reads)
 }
 
 /// A 9P2000.L client speaking raw frames, so that it can send many
@@ -190,6 +201,7 @@ async fn tcp(server: &Server<HostBacked>) -> Box<dyn Stream> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_reads_go_from_the_host_file_into_the_socket() {
+    let _alone = ALONE.lock().await;
     let want = contents();
     let (server, reads) = host_backed(Some(&want), "tcp");
     let mut peer = Peer::over(tcp(&server).await).await;
@@ -229,8 +241,14 @@ async fn large_reads_go_from_the_host_file_into_the_socket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spliced_replies_keep_their_order_for_a_client_that_reads_late() {
+    let _alone = ALONE.lock().await;
     let want = contents();
-    let (server, reads) = host_backed(Some(&want), "late");
+    // Pipes enough for every read at once.
+    let limits = Limits {
+        spliced_reads: 1024,
+        ..Limits::default()
+    };
+    let (server, reads) = host_backed_within(Some(&want), "late", limits);
     let mut peer = Peer::over(tcp(&server).await).await;
 
     // Reads of every size and other requests between them, all sent
@@ -282,6 +300,7 @@ async fn spliced_replies_keep_their_order_for_a_client_that_reads_late() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_socket_or_a_spliceable_file_the_server_reads() {
+    let _alone = ALONE.lock().await;
     let want = contents();
     // A stream that is no socket.
     let (server, reads) = host_backed(Some(&want), "duplex");
@@ -301,4 +320,55 @@ async fn without_a_socket_or_a_spliceable_file_the_server_reads() {
     let mut peer = Peer::over(tcp(&server).await).await;
     assert!(peer.read(1000, 1 << 20).await[..] == want[1000..1000 + (1 << 20)]);
     assert_eq!(reads.load(Ordering::SeqCst), 1);
+}
+
+/// The pipes this process holds (the server runs in it).
+fn pipes() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().starts_with("pipe:"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_nothing_holds_only_its_share_of_pipes() {
+    let _alone = ALONE.lock().await;
+    let want = contents();
+    // One spliced read at a time for a connection, of four for the server.
+    let limits = Limits {
+        spliced_reads: 4,
+        ..Limits::default()
+    };
+    let (server, reads) = host_backed_within(Some(&want), "share", limits);
+    let mut peer = Peer::over(tcp(&server).await).await;
+    let before = pipes();
+
+    // Forty whole-msize reads, and no reply read until all are answered:
+    // the socket fills; the replies wait in the server.
+    let mut requests = BytesMut::new();
+    for tag in 1..=40u16 {
+        let read = read_of(usize::from(tag % 3) << 20, 1 << 20);
+        requests.extend_from_slice(&Fcall::new(tag, read).to_bytes(Dialect::L).unwrap());
+    }
+    peer.writer.write_all(&requests).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while reads.load(Ordering::SeqCst) < 39 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Every read answered: one spliced, still holding its pipe (its read
+    // end) until the client takes it; the others copied.
+    assert_eq!(reads.load(Ordering::SeqCst), 39);
+    let held = pipes() - before;
+    assert!(held <= 1, "{held} pipes held for one client");
+
+    for _ in 1..=40u16 {
+        let reply = peer.next().await;
+        let offset = usize::from(reply.tag % 3) << 20;
+        match reply.msg {
+            Msg::Rread(r) => assert!(r.data[..] == want[offset..offset + (1 << 20)]),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(pipes(), before, "pipes left once every reply was read");
 }

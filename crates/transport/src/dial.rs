@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use crate::exec::Piped;
-use crate::splice::Socket;
+use crate::splice::SpliceTarget;
 use crate::tls::{Accepted, TlsClient, TlsServer};
 
 /// The port 9P servers listen on unless told otherwise.
@@ -172,24 +172,24 @@ impl fmt::Display for Addr {
 
 /// A connected byte stream of either kind.
 pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {
-    /// The socket a plain TCP or unix stream writes to, which file data can
-    /// be spliced into (see [`crate::Writer::spawn_on_socket`]); none for
-    /// streams that change or wrap what is written (TLS, a command's pipes).
-    /// A handle on it made now (a duplicate descriptor, registered with
-    /// the runtime); none if that fails.
-    fn socket(&self) -> Option<Socket>;
+    /// A new handle on the socket a plain TCP or unix stream writes to, for
+    /// splicing file data into it (see [`crate::Writer::spawn_on_socket`]):
+    /// a duplicate descriptor, registered with the runtime (so this is
+    /// called within one); none for streams that change or wrap what is
+    /// written (TLS, a command's pipes), or if that fails.
+    fn splice_target(&self) -> Option<SpliceTarget>;
 }
 
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {
-    fn socket(&self) -> Option<Socket> {
+    fn splice_target(&self) -> Option<SpliceTarget> {
         let any: &dyn Any = self;
         if let Some(boxed) = any.downcast_ref::<Box<dyn Stream>>() {
-            return boxed.as_ref().socket();
+            return boxed.as_ref().splice_target();
         }
         if let Some(tcp) = any.downcast_ref::<TcpStream>() {
-            return Socket::tcp(tcp).ok();
+            return SpliceTarget::tcp(tcp).ok();
         }
-        Socket::unix(any.downcast_ref::<UnixStream>()?).ok()
+        SpliceTarget::unix(any.downcast_ref::<UnixStream>()?).ok()
     }
 }
 

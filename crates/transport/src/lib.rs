@@ -15,6 +15,6 @@ mod writer;
 
 pub use dial::{Addr, Conn, DEFAULT_PORT, Dialer, Established, Incoming, Listener, Peer, Stream};
 pub use framing::{FrameCodec, FrameError};
-pub use splice::{PipedFile, Socket};
+pub use splice::{PipedFile, SpliceTarget};
 pub use tls::{HANDSHAKE_TIMEOUT, TlsClient, TlsServer};
 pub use writer::{Frame, Payload, Room, Writer};

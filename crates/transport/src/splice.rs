@@ -6,6 +6,7 @@
 //! many bytes follow, whatever the file does meanwhile (a truncation makes
 //! a short read, never a frame that lies about its size).
 
+use std::any::Any;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -21,7 +22,7 @@ const PAGE: usize = 4096;
 /// A second handle on the socket under a plain TCP or unix stream, with
 /// its own readiness, through which piped file data is spliced into it.
 #[derive(Debug)]
-pub struct Socket(Kind);
+pub struct SpliceTarget(Kind);
 
 #[derive(Debug)]
 enum Kind {
@@ -29,17 +30,17 @@ enum Kind {
     Unix(UnixStream),
 }
 
-impl Socket {
+impl SpliceTarget {
     /// A handle on the socket of `tcp`.
-    pub(crate) fn tcp(tcp: &TcpStream) -> io::Result<Socket> {
+    pub(crate) fn tcp(tcp: &TcpStream) -> io::Result<SpliceTarget> {
         let fd = tcp.as_fd().try_clone_to_owned()?;
-        Ok(Socket(Kind::Tcp(TcpStream::from_std(fd.into())?)))
+        Ok(SpliceTarget(Kind::Tcp(TcpStream::from_std(fd.into())?)))
     }
 
     /// A handle on the socket of `unix`.
-    pub(crate) fn unix(unix: &UnixStream) -> io::Result<Socket> {
+    pub(crate) fn unix(unix: &UnixStream) -> io::Result<SpliceTarget> {
         let fd = unix.as_fd().try_clone_to_owned()?;
-        Ok(Socket(Kind::Unix(UnixStream::from_std(fd.into())?)))
+        Ok(SpliceTarget(Kind::Unix(UnixStream::from_std(fd.into())?)))
     }
 
     /// Splices up to `left` bytes of `piped` into the socket, waiting
@@ -52,9 +53,9 @@ impl Socket {
         }
     }
 
-    /// As [`Socket::splice`], without waiting: WouldBlock while it is full.
+    /// As [`SpliceTarget::splice`], without waiting: WouldBlock while it is full.
     /// (Tried whatever the runtime last heard of the socket's readiness: a
-    /// later [`Socket::splice`] learns the truth when it tries.)
+    /// later [`SpliceTarget::splice`] learns the truth when it tries.)
     pub(crate) fn try_splice(&self, piped: &PipedFile, left: usize) -> io::Result<usize> {
         piped.splice_into(self.fd(), left)
     }
@@ -68,11 +69,19 @@ impl Socket {
 }
 
 /// Bytes of a file held in a pipe, waiting to go into a socket.
-#[derive(Debug)]
 pub struct PipedFile {
     /// The pipe's read end; its write end is closed once it is filled.
     pipe: OwnedFd,
     len: usize,
+    /// Whatever must last as long as the pipe (a permit that bounds how
+    /// many pipes are held at once).
+    _held: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for PipedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipedFile").field("len", &self.len).finish()
+    }
 }
 
 impl PipedFile {
@@ -80,17 +89,30 @@ impl PipedFile {
     /// fewer only at the end of the file. Blocks while the file is read
     /// from its device, so it belongs where blocking is allowed. Fails when
     /// the file cannot be spliced (EINVAL: not every file system can), or
-    /// when the pipe cannot hold the read (a pipe holds whole pages, one
-    /// more for a read that does not start on a page, and its size is
-    /// bounded per user): a plain read should answer then.
+    /// when no pipe can hold the read (a pipe holds whole pages, one more
+    /// for a read that does not start on a page, and its size is bounded
+    /// per user): a plain read should answer then.
     pub fn from_file(file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<PipedFile> {
         let (pipe, input) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
-        // Best effort: a pipe too small shows as EAGAIN below. Room for a
-        // read off the page boundary may be over the limit (pipe-max-size,
-        // 1 MiB, for those without CAP_SYS_RESOURCE) where room for one on
-        // it is not.
-        if rustix::pipe::fcntl_setpipe_size(&input, count.saturating_add(PAGE)).is_err() {
-            let _ = rustix::pipe::fcntl_setpipe_size(&input, count);
+        // Room for a read off the page boundary may be over the limit
+        // (pipe-max-size, 1 MiB, without CAP_SYS_RESOURCE) where room for
+        // one on it is not.
+        let room = match rustix::pipe::fcntl_setpipe_size(&input, count.saturating_add(PAGE)) {
+            Ok(room) => room,
+            Err(_) => rustix::pipe::fcntl_setpipe_size(&input, count)
+                .or_else(|_| rustix::pipe::fcntl_getpipe_size(&input))?,
+        };
+        // What the read should bring, by the file's size: a file that
+        // grows, or whose size says nothing (as in /proc), fills the pipe
+        // past it and fails below.
+        let size = rustix::fs::fstat(file).map_or(0, |st| st.st_size.max(0) as u64);
+        let expected = size
+            .saturating_sub(offset)
+            .saturating_add(1)
+            .min(count as u64) as usize;
+        let spanned = (offset % PAGE as u64) as usize + expected;
+        if spanned.div_ceil(PAGE) > room / PAGE {
+            return Err(io::ErrorKind::FileTooLarge.into());
         }
         let (mut at, mut len) = (offset, 0);
         while len < count {
@@ -108,7 +130,19 @@ impl PipedFile {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(PipedFile { pipe, len })
+        Ok(PipedFile {
+            pipe,
+            len,
+            _held: None,
+        })
+    }
+
+    /// The same, keeping `held` until the pipe is gone.
+    pub fn holding(self, held: impl Any + Send + Sync) -> PipedFile {
+        PipedFile {
+            _held: Some(Box::new(held)),
+            ..self
+        }
     }
 
     /// How many bytes it holds (all of them, until [`PipedFile::splice_into`]

@@ -25,7 +25,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::splice::{PipedFile, Socket};
+use crate::splice::{PipedFile, SpliceTarget};
 
 /// An encoded frame: everything but a trailing payload, and the payload
 /// (as `ninep_wire::Fcall::encode_head` splits them).
@@ -121,18 +121,19 @@ impl Frame {
         }
     }
 
-    /// The frame with its piped data read into memory, for a stream that
-    /// is no socket.
-    fn unpiped(self) -> std::io::Result<Frame> {
+    /// The frame with its piped data read into memory: for a stream that
+    /// is no socket, or to be kept and sent again.
+    /// Reading the pipe empties it: on failure the frame is lost.
+    pub fn unpiped(&self) -> std::io::Result<Frame> {
         let Payload::Piped { pipe, left } = &self.payload else {
-            return Ok(self);
+            return Ok(self.clone());
         };
         let data = pipe.read_out(*left)?;
         if data.len() != *left {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
         Ok(Frame {
-            head: self.head,
+            head: self.head.clone(),
             payload: Payload::Bytes(Bytes::from(data)),
         })
     }
@@ -165,7 +166,7 @@ struct Shared {
     limit: usize,
     /// The socket under the stream, for splicing piped payloads into it:
     /// whoever holds the stream (`State::out`) may write to it.
-    socket: Option<Socket>,
+    socket: Option<SpliceTarget>,
     /// Wakes the flusher: frames queued, or the writer dropped.
     work: Notify,
     /// Wakes those waiting in [`Writer::room`].
@@ -231,10 +232,11 @@ impl Writer {
     }
 
     /// As [`Writer::spawn`], for a stream that writes straight to `socket`
-    /// (see [`crate::Stream::socket`]): piped payloads are spliced into it.
+    /// (see [`crate::Stream::splice_target`]): piped payloads are spliced
+    /// into it.
     pub fn spawn_on_socket(
         out: impl AsyncWrite + Send + Unpin + 'static,
-        socket: Option<Socket>,
+        socket: Option<SpliceTarget>,
         limit: usize,
     ) -> (Writer, JoinHandle<()>) {
         let shared = Arc::new(Shared {
@@ -395,7 +397,7 @@ enum Now {
 /// without waiting. Polling with a waker that does nothing is safe here:
 /// whoever writes next (the flusher, if this stops short) polls again with
 /// its own.
-fn write_now(out: &mut Out, socket: Option<&Socket>, frame: &Frame) -> Now {
+fn write_now(out: &mut Out, socket: Option<&SpliceTarget>, frame: &Frame) -> Now {
     let mut cx = Context::from_waker(Waker::noop());
     let (len, mut done) = (frame.len(), 0);
     while done < len {
@@ -497,7 +499,7 @@ enum Step {
 /// from their own buffers, piped ones spliced into `socket`.
 async fn write_batch(
     out: &mut Out,
-    socket: Option<&Socket>,
+    socket: Option<&SpliceTarget>,
     frames: &[Frame],
     buf: &mut BytesMut,
 ) -> std::io::Result<()> {
@@ -581,6 +583,65 @@ mod tests {
         drop(writer);
         flusher.await.unwrap();
         assert_eq!(reading.await.unwrap().unwrap(), want);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn piped_frames_are_spliced_whole_and_in_order() {
+        use std::os::fd::AsFd;
+        let path = std::env::temp_dir().join(format!("ninep-writer-{}", std::process::id()));
+        let file_data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&path, &file_data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let dialled = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
+        let (dialled, accepted) = tokio::join!(dialled, listener.accept());
+        let (ours, mut theirs) = (dialled.unwrap(), accepted.unwrap().0);
+        let target = crate::Stream::splice_target(&ours);
+        assert!(target.is_some(), "a TCP stream can be spliced into");
+        let (writer, flusher) = Writer::spawn_on_socket(ours, target, 8);
+        // A late reader: the socket fills first.
+        let reading = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let mut got = Vec::new();
+            theirs.read_to_end(&mut got).await.map(|_| got)
+        });
+
+        // Piped frames among others, more than the socket holds, some sent
+        // at once and some queued.
+        let mut want = Vec::new();
+        for i in 0..24u8 {
+            let offset = usize::from(i) * 100_003;
+            let f = match i % 3 {
+                0 => {
+                    let piped =
+                        PipedFile::from_file(file.as_fd(), offset as u64, 256 * 1024).unwrap();
+                    want.extend_from_slice(&[i; 7]);
+                    want.extend_from_slice(&file_data[offset..offset + piped.len()]);
+                    Frame {
+                        head: Bytes::from(vec![i; 7]),
+                        payload: piped.into(),
+                    }
+                }
+                1 => frame(i, Some(Bytes::from(vec![i; 10]))),
+                _ => frame(i, Some(Bytes::from(vec![i; 40_000]))),
+            };
+            if !matches!(f.payload, Payload::Piped { .. }) {
+                want.extend_from_slice(&f.head);
+                want.extend_from_slice(f.payload.in_memory());
+            }
+            if i % 2 == 0 {
+                writer.room().await.send(f);
+            } else {
+                writer.room().await.queue(f);
+            }
+        }
+        drop(writer);
+        flusher.await.unwrap();
+        let got = reading.await.unwrap().unwrap();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "the stream differs");
     }
 
     #[tokio::test]

@@ -530,3 +530,36 @@ impl Fcall {
         Ok(buf.freeze())
     }
 }
+
+impl Rread {
+    /// The head of an Rread on `tag` whose `count` bytes of data are
+    /// written after it from elsewhere (a file's pages spliced into the
+    /// socket): size[4] type[1] tag[2] count[4], in every dialect.
+    pub fn head(tag: u16, count: u32) -> Bytes {
+        const LEN: u32 = 4 + 1 + 2 + 4;
+        let mut head = BytesMut::with_capacity(LEN as usize);
+        head.put_u32_le(LEN.saturating_add(count));
+        head.put_u8(Rread::TYPE);
+        head.put_u16_le(tag);
+        head.put_u32_le(count);
+        head.freeze()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Dialect;
+
+    #[test]
+    fn an_rread_head_and_its_data_are_the_whole_rread() {
+        let data = Bytes::from_static(b"some file data");
+        for dialect in [Dialect::Base, Dialect::U, Dialect::L] {
+            let whole = Fcall::new(7, Rread { data: data.clone() })
+                .to_bytes(dialect)
+                .unwrap();
+            let head = Rread::head(7, data.len() as u32);
+            assert_eq!([&head[..], &data[..]].concat(), whole[..], "{dialect:?}");
+        }
+    }
+}
