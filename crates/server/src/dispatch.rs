@@ -65,6 +65,16 @@ impl From<Msg> for Reply {
 /// be; smaller ones cost less copied than a pipe costs to make.
 const SPLICE_MIN: u32 = 64 * 1024;
 
+/// What a spliced read answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// A Tread: the reply may be kept for a resume to send again.
+    Read,
+    /// A piece of a read stream: never kept (a stream ends at a cut), and
+    /// it may be shorter than asked.
+    Piece,
+}
+
 pub(crate) fn unknown_fid() -> Error {
     Error::with_errno(Errno::EBADF, "unknown fid")
 }
@@ -418,21 +428,8 @@ impl<F: Filesystem> Handler<'_, F> {
             }
             return Ok(self.read_stats(s, m.offset, count).await?.into());
         }
-        if count >= SPLICE_MIN
-            && let Some(host) = self.fs().host_file(&s.file)
-            && let Some(permit) = self.conn.splice_permit()
-        {
-            let offset = m.offset;
-            let piped = tokio::task::spawn_blocking(move || {
-                PipedFile::from_file(host.as_fd(), offset, count as usize)
-                    .map(|piped| piped.holding(permit))
-            })
-            .await;
-            // Any failure (a file system that cannot splice, an error the
-            // read will report) goes the usual way.
-            if let Ok(Ok(piped)) = piped {
-                return Ok(Reply::Piped(piped));
-            }
+        if let Some(piped) = self.spliced(&s.file, m.offset, count, Answer::Read).await {
+            return Ok(Reply::Piped(piped));
         }
         let mut data = self
             .fs()
@@ -440,6 +437,37 @@ impl<F: Filesystem> Handler<'_, F> {
             .await?;
         data.truncate(count as usize);
         Ok(Msg::from(Rread { data }).into())
+    }
+
+    /// `count` bytes of the open `file` from `offset` in a pipe, to be
+    /// spliced into the connection: for a large read of a file that lives
+    /// on the host, while a pipe may be held (see `Conn::splice_permit`).
+    /// None: read it the usual way (also when splicing fails: a file system
+    /// that cannot, or an error the usual read will report).
+    pub(crate) async fn spliced(
+        &self,
+        file: &F::File,
+        offset: u64,
+        count: u32,
+        answer: Answer,
+    ) -> Option<PipedFile> {
+        if count < SPLICE_MIN {
+            return None;
+        }
+        let host = self.fs().host_file(file)?;
+        let permit = self.conn.splice_permit(answer)?;
+        let count = match answer {
+            Answer::Read => count as usize,
+            // To a page boundary, a piece fits a pipe of its size wherever
+            // it starts, and the next starts on one.
+            Answer::Piece => PipedFile::to_page_boundary(offset, count as usize),
+        };
+        tokio::task::spawn_blocking(move || {
+            PipedFile::from_file(host.as_fd(), offset, count).map(|piped| piped.holding(permit))
+        })
+        .await
+        .ok()?
+        .ok()
     }
 
     async fn write(&self, m: Twrite, r: &Resolved<F::File>) -> Result<Msg> {

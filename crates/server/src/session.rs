@@ -38,7 +38,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::AuthFid;
 use crate::clunk::{self, Ending};
-use crate::dispatch::{Handler, Reply, Resolved};
+use crate::dispatch::{Answer, Handler, Reply, Resolved};
 use crate::error::Error;
 use crate::fids::{Entry, Fids, Pending, Refusal};
 use crate::fs::{Filesystem, User};
@@ -194,14 +194,23 @@ impl<F: Filesystem> Conn<F> {
         inflight.is_empty() && !self.more.load(Ordering::Relaxed)
     }
 
-    /// Queues one of several replies of stream `id` (a piece, a credit)
-    /// unless it was flushed; false if it was.
-    pub(crate) async fn send_piece(&self, session: Session, tag: u16, id: u64, msg: Msg) -> bool {
+    /// Queues one of several replies of stream `id` (a piece, a credit;
+    /// piped data goes as an Rsread) unless it was flushed; false if it was.
+    pub(crate) async fn send_piece(
+        &self,
+        session: Session,
+        tag: u16,
+        id: u64,
+        piece: Reply,
+    ) -> bool {
         self.with_room(|live, room| {
             let going = live.inflight.get(&tag).is_some_and(|e| e.id == id);
             if going {
                 // More pieces follow: no hurry.
-                room.queue(encode_reply(Fcall { tag, msg }, session));
+                room.queue(match piece {
+                    Reply::Msg(msg) => encode_reply(Fcall { tag, msg }, session),
+                    Reply::Piped(data) => piped(Rsread::head(tag, data.len() as u32), data),
+                });
             }
             going
         })
@@ -219,7 +228,7 @@ impl<F: Filesystem> Conn<F> {
                 let alone = self.alone(&live.inflight);
                 let frame = match reply {
                     Reply::Msg(msg) => encode_reply(Fcall { tag, msg }, session),
-                    Reply::Piped(data) => piped_read(tag, data),
+                    Reply::Piped(data) => piped(Rread::head(tag, data.len() as u32), data),
                 };
                 live.post(room, tag, frame, alone, limit);
             }
@@ -228,13 +237,15 @@ impl<F: Filesystem> Conn<F> {
     }
 
     /// Leave to answer a read with data spliced from a pipe, while the
-    /// connection is a plain socket, no reply is kept for a resume to send
-    /// again (the pipe would be read into memory for it), and the session
-    /// and the server are within their share of pipes (`spliced_reads`).
-    pub(crate) fn splice_permit(&self) -> Option<impl Send + Sync + 'static> {
+    /// connection is a plain socket, the reply will not be kept for a
+    /// resume to send again (the pipe would be read into memory for it),
+    /// and the session and the server are within their share of pipes
+    /// (`spliced_reads`).
+    pub(crate) fn splice_permit(&self, answer: Answer) -> Option<impl Send + Sync + 'static> {
         {
             let live = self.live.lock();
-            if live.kept.is_some() || !live.replies.splices() {
+            let kept = answer == Answer::Read && live.kept.is_some();
+            if kept || !live.replies.splices() {
                 return None;
             }
         }
@@ -755,10 +766,10 @@ fn encode_reply(fcall: Fcall, session: Session) -> Frame {
     }
 }
 
-/// An Rread on `tag` whose data follows from the pipe `data`.
-fn piped_read(tag: u16, data: PipedFile) -> Frame {
+/// A frame of `head` and the data in the pipe `data`.
+fn piped(head: Bytes, data: PipedFile) -> Frame {
     Frame {
-        head: Rread::head(tag, data.len() as u32),
+        head,
         payload: data.into(),
     }
 }

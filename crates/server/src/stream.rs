@@ -20,7 +20,7 @@ use ninep_wire::*;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, mpsc};
 
-use crate::dispatch::{Handler, Resolved, not_open, read, state};
+use crate::dispatch::{Answer, Handler, Reply, Resolved, not_open, read, state};
 use crate::error::{Error, Result};
 use crate::fids::FidState;
 use crate::fs::{Cx, Filesystem, can_read, can_write};
@@ -206,21 +206,25 @@ impl<F: Filesystem> Handler<'_, F> {
         let (mut offset, mut left) = (m.offset, m.count);
         while left > 0 {
             let want = credit.take(piece.min(left)).await;
-            let mut data = self.fs().read(&cx, &s.file, offset, want as u32).await?;
-            data.truncate(want as usize);
-            // Credit not used by a short read is not used up.
-            credit.grant(want - data.len() as u64);
-            if data.is_empty() {
-                break;
-            }
-            offset += data.len() as u64;
-            left -= data.len() as u64;
-            let sent = Rsread { data };
-            if !self
-                .conn
-                .send_piece(self.session, tag, id, sent.into())
+            let (got, sent) = match self
+                .spliced(&s.file, offset, want as u32, Answer::Piece)
                 .await
             {
+                Some(piped) => (piped.len(), Reply::Piped(piped)),
+                None => {
+                    let mut data = self.fs().read(&cx, &s.file, offset, want as u32).await?;
+                    data.truncate(want as usize);
+                    (data.len(), Msg::from(Rsread { data }).into())
+                }
+            };
+            // Credit not used by a short read is not used up.
+            credit.grant(want - got as u64);
+            if got == 0 {
+                break;
+            }
+            offset += got as u64;
+            left -= got as u64;
+            if !self.conn.send_piece(self.session, tag, id, sent).await {
                 break;
             }
         }
@@ -247,7 +251,7 @@ impl<F: Filesystem> Handler<'_, F> {
                 credit: bytes as u32,
             };
             self.conn
-                .send_piece(self.session, tag, id, credit.into())
+                .send_piece(self.session, tag, id, Msg::from(credit).into())
                 .await
         };
         let window = window.min(u32::MAX as u64);

@@ -137,6 +137,13 @@ impl PipedFile {
         })
     }
 
+    /// The most of `count` bytes from `offset` that end on a page boundary
+    /// (all of them if less than a page would be left).
+    pub fn to_page_boundary(offset: u64, count: usize) -> usize {
+        let past = (offset.wrapping_add(count as u64) % PAGE as u64) as usize;
+        if count > past { count - past } else { count }
+    }
+
     /// The same, keeping `held` until the pipe is gone.
     pub fn holding(self, held: impl Any + Send + Sync) -> PipedFile {
         PipedFile {

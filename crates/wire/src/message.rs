@@ -536,14 +536,26 @@ impl Rread {
     /// written after it from elsewhere (a file's pages spliced into the
     /// socket): size[4] type[1] tag[2] count[4], in every dialect.
     pub fn head(tag: u16, count: u32) -> Bytes {
-        const LEN: u32 = 4 + 1 + 2 + 4;
-        let mut head = BytesMut::with_capacity(LEN as usize);
-        head.put_u32_le(LEN.saturating_add(count));
-        head.put_u8(Rread::TYPE);
-        head.put_u16_le(tag);
-        head.put_u32_le(count);
-        head.freeze()
+        data_head(Rread::TYPE, tag, count)
     }
+}
+
+impl Rsread {
+    /// As [`Rread::head`], for a piece of a read stream.
+    pub fn head(tag: u16, count: u32) -> Bytes {
+        data_head(Rsread::TYPE, tag, count)
+    }
+}
+
+/// The head of a message of type `ty` that is only `count` bytes of data.
+fn data_head(ty: u8, tag: u16, count: u32) -> Bytes {
+    const LEN: u32 = 4 + 1 + 2 + 4;
+    let mut head = BytesMut::with_capacity(LEN as usize);
+    head.put_u32_le(LEN.saturating_add(count));
+    head.put_u8(ty);
+    head.put_u16_le(tag);
+    head.put_u32_le(count);
+    head.freeze()
 }
 
 #[cfg(test)]
@@ -552,14 +564,28 @@ mod tests {
     use crate::Dialect;
 
     #[test]
-    fn an_rread_head_and_its_data_are_the_whole_rread() {
+    fn a_data_head_and_its_data_are_the_whole_message() {
         let data = Bytes::from_static(b"some file data");
+        let count = data.len() as u32;
         for dialect in [Dialect::Base, Dialect::U, Dialect::L] {
-            let whole = Fcall::new(7, Rread { data: data.clone() })
-                .to_bytes(dialect)
-                .unwrap();
-            let head = Rread::head(7, data.len() as u32);
-            assert_eq!([&head[..], &data[..]].concat(), whole[..], "{dialect:?}");
+            let streams = Protocol {
+                dialect,
+                streams: true,
+                resume: false,
+            };
+            for (msg, head) in [
+                (
+                    Msg::from(Rread { data: data.clone() }),
+                    Rread::head(7, count),
+                ),
+                (
+                    Msg::from(Rsread { data: data.clone() }),
+                    Rsread::head(7, count),
+                ),
+            ] {
+                let whole = Fcall::new(7, msg).to_bytes(streams).unwrap();
+                assert_eq!([&head[..], &data[..]].concat(), whole[..], "{dialect:?}");
+            }
         }
     }
 }
