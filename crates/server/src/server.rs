@@ -133,7 +133,9 @@ impl<F: Filesystem> Server<F> {
                 policy,
                 exclusive: ExclusiveFiles::default(),
                 sessions: Sessions::new(ResumeLimits::default()),
-                spliced_reads: Arc::new(Semaphore::new(limits.spliced_reads)),
+                spliced_reads: Arc::new(Semaphore::new(
+                    limits.spliced_reads.min(Semaphore::MAX_PERMITS),
+                )),
                 limits,
             }),
         }

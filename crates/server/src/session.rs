@@ -132,10 +132,18 @@ impl Live {
                     frame = whole;
                     kept.held.insert(tag, frame.clone());
                 }
-                // Not in memory, and so not kept: it goes as it is.
+                // Reading the pipe emptied it: the frame fails the
+                // connection, and a session without its reply cannot resume.
+                Err(e) if kept.hangup.is_some() => {
+                    tracing::warn!("a spliced read could not be kept: {e}");
+                    self.kept = None;
+                }
                 Err(e) => tracing::warn!("a spliced read could not be kept: {e}"),
             }
-            if kept.held.len() > limit && kept.hangup.is_some() {
+            if let Some(kept) = self.kept.as_ref()
+                && kept.held.len() > limit
+                && kept.hangup.is_some()
+            {
                 tracing::warn!("a session holds replies on {limit} tags: it can no longer resume");
                 self.kept = None;
             }
@@ -305,7 +313,9 @@ pub(crate) async fn serve<F: Filesystem>(
         next_id: AtomicU64::new(0),
         more: AtomicBool::new(false),
         tasks: TaskTracker::new(),
-        spliced_reads: Arc::new(Semaphore::new(limits.spliced_reads.div_ceil(4))),
+        spliced_reads: Arc::new(Semaphore::new(
+            limits.spliced_reads.div_ceil(4).min(Semaphore::MAX_PERMITS),
+        )),
     });
     let mut frames = FramedRead::new(reader, FrameCodec::new(limits.msize, Dialect::Base));
     let mut session: Option<Session> = None;

@@ -15,10 +15,6 @@ use rustix::pipe::{PipeFlags, SpliceFlags};
 use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
 
-/// The page size the pipe is sized by (4 KiB on the architectures
-/// ninep runs on; a larger page only makes the pipe roomier).
-const PAGE: usize = 4096;
-
 /// A second handle on the socket under a plain TCP or unix stream, with
 /// its own readiness, through which piped file data is spliced into it.
 #[derive(Debug)]
@@ -97,7 +93,8 @@ impl PipedFile {
         // Room for a read off the page boundary may be over the limit
         // (pipe-max-size, 1 MiB, without CAP_SYS_RESOURCE) where room for
         // one on it is not.
-        let room = match rustix::pipe::fcntl_setpipe_size(&input, count.saturating_add(PAGE)) {
+        let page = rustix::param::page_size();
+        let room = match rustix::pipe::fcntl_setpipe_size(&input, count.saturating_add(page)) {
             Ok(room) => room,
             Err(_) => rustix::pipe::fcntl_setpipe_size(&input, count)
                 .or_else(|_| rustix::pipe::fcntl_getpipe_size(&input))?,
@@ -110,8 +107,8 @@ impl PipedFile {
             .saturating_sub(offset)
             .saturating_add(1)
             .min(count as u64) as usize;
-        let spanned = (offset % PAGE as u64) as usize + expected;
-        if spanned.div_ceil(PAGE) > room / PAGE {
+        let spanned = (offset % page as u64) as usize + expected;
+        if spanned.div_ceil(page) > room / page {
             return Err(io::ErrorKind::FileTooLarge.into());
         }
         let (mut at, mut len) = (offset, 0);
@@ -140,7 +137,8 @@ impl PipedFile {
     /// The most of `count` bytes from `offset` that end on a page boundary
     /// (all of them if less than a page would be left).
     pub fn to_page_boundary(offset: u64, count: usize) -> usize {
-        let past = (offset.wrapping_add(count as u64) % PAGE as u64) as usize;
+        let page = rustix::param::page_size() as u64;
+        let past = (offset.wrapping_add(count as u64) % page) as usize;
         if count > past { count - past } else { count }
     }
 
