@@ -1116,6 +1116,8 @@ fn limits() -> Limits {
         fids: 6,
         requests: 12,
         connections: 4,
+        // Sessions run over an in-memory pipe, which nothing is spliced into.
+        spliced_reads: 2,
     }
 }
 
