@@ -312,7 +312,7 @@ impl Writer {
             return;
         }
         let mut frame = frame;
-        if self.shared.socket.is_none() {
+        if self.shared.socket.is_none() && matches!(frame.payload, Payload::Piped { .. }) {
             match frame.unpiped() {
                 Ok(whole) => frame = whole,
                 Err(_) => {
