@@ -754,6 +754,7 @@ async fn a_write_refused_later_is_reported_by_fsync() {
             .status()
             .unwrap();
         assert!(mounted_tmpfs.success());
+        let _unmount = Unmount(full.clone());
         let export = ninep_export::Export::new(&full, ninep_export::Options::default()).unwrap();
         let (_scene, mnt, session) = mounted_fs(name, cache, Dialect::L, export).await;
         let outcome = tokio::task::spawn_blocking(move || {
@@ -772,8 +773,20 @@ async fn a_write_refused_later_is_reported_by_fsync() {
             "{name}: ENOSPC, not {error}"
         );
         drop(session);
-        let _ = std::process::Command::new("umount").arg(&full).status();
-        let _ = std::fs::remove_dir(&full);
+    }
+}
+
+/// Detaches a file system mounted for a test, even when the test fails,
+/// and lazily: the export may still hold its root open.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+        let _ = std::fs::remove_dir(&self.0);
     }
 }
 
