@@ -61,8 +61,8 @@ impl From<Msg> for Reply {
     }
 }
 
-/// Reads at least this large are spliced from a host file when they can
-/// be; smaller ones cost less copied than a pipe costs to make.
+/// Reads that bring at least this much are spliced from a host file when
+/// they can be; smaller ones cost less copied than a pipe costs to make.
 const SPLICE_MIN: u32 = 64 * 1024;
 
 /// What a spliced read answers.
@@ -455,6 +455,9 @@ impl<F: Filesystem> Handler<'_, F> {
             return None;
         }
         let host = self.fs().host_file(file)?;
+        if PipedFile::would_bring(host.as_fd(), offset, count as usize) < SPLICE_MIN as usize {
+            return None;
+        }
         let permit = self.conn.splice_permit(answer)?;
         let count = match answer {
             Answer::Read => count as usize,

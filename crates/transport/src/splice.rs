@@ -99,14 +99,12 @@ impl PipedFile {
             Err(_) => rustix::pipe::fcntl_setpipe_size(&input, count)
                 .or_else(|_| rustix::pipe::fcntl_getpipe_size(&input))?,
         };
-        // What the read should bring, by the file's size: a file that
-        // grows, or whose size says nothing (as in /proc), fills the pipe
-        // past it and fails below.
-        let size = rustix::fs::fstat(file).map_or(0, |st| st.st_size.max(0) as u64);
-        let expected = size
-            .saturating_sub(offset)
+        // What the read should bring, by the file's size, and a byte more
+        // to see the end: a file that grows, or whose size says nothing
+        // (as in /proc), fills the pipe past it and fails below.
+        let expected = Self::would_bring(file, offset, count)
             .saturating_add(1)
-            .min(count as u64) as usize;
+            .min(count);
         let spanned = (offset % page as u64) as usize + expected;
         if spanned.div_ceil(page) > room / page {
             return Err(io::ErrorKind::FileTooLarge.into());
@@ -132,6 +130,14 @@ impl PipedFile {
             len,
             _held: None,
         })
+    }
+
+    /// How many of `count` bytes from `offset` a read of `file` brings, by
+    /// the file's size now (none where its size says nothing, as in /proc):
+    /// a large read near the end of a file is a small read.
+    pub fn would_bring(file: BorrowedFd<'_>, offset: u64, count: usize) -> usize {
+        let size = rustix::fs::fstat(file).map_or(0, |st| st.st_size.max(0) as u64);
+        size.saturating_sub(offset).min(count as u64) as usize
     }
 
     /// The most of `count` bytes from `offset` that end on a page boundary
