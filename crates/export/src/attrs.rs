@@ -59,7 +59,7 @@ pub(crate) async fn getattr(export: &Export, file: &ExportFile) -> Result<Attr> 
         .call_here(&file.creds, move |inner| {
             let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
             let mut attr = inner.attr(&st, &node.place().1);
-            attr.qid = inner.marked(&node, attr.qid);
+            attr.qid = inner.marked(&node, &st);
             Ok(attr)
         })
         .await

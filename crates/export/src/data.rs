@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ninep_server::{Cx, DirEntry, Error, Opened, Result};
 use ninep_wire::consts::dotl;
-use ninep_wire::{Name, Qid, QidType};
+use ninep_wire::{Name, QidType};
 use rustix::fs::{AtFlags, Dir, FileType, OFlags};
 use rustix::io::ReadWriteFlags;
 
@@ -32,14 +32,14 @@ pub(crate) async fn open(export: &Export, file: &mut ExportFile, flags: u32) -> 
         if node.is_dir() {
             o = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         }
-        let marks = inner.marked(&node, Qid::default()).ty;
-        if marks.contains(QidType::APPEND) {
+        let before = rustix::fs::fstat(&node.fd).map_err(errno)?;
+        if inner.marked(&node, &before).ty.contains(QidType::APPEND) {
             // Writes land at the end; truncation is ignored (open(5)).
             o = (o | OFlags::APPEND) - OFlags::TRUNC;
         }
         let fd = inner.reopen(&node, o)?;
         let st = rustix::fs::fstat(&fd).map_err(errno)?;
-        Ok((fd, inner.marked(&node, inner.qid(&st))))
+        Ok((fd, inner.marked(&node, &st)))
     };
     let (fd, qid) = if may_wait {
         export.call(&file.creds, open).await?
@@ -197,8 +197,8 @@ pub(crate) async fn read_dir(export: &Export, cx: &Cx, dir: &ExportFile) -> Resu
                     Ok(st) => {
                         let mut attr = inner.attr(&st, &name);
                         if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
-                            let path = format!("/proc/self/fd/{}/{name}", fd.as_raw_fd());
-                            attr.qid.ty = attr.qid.ty | inner.marks(&path, false);
+                            let path = || format!("/proc/self/fd/{}/{name}", fd.as_raw_fd());
+                            attr.qid.ty = attr.qid.ty | inner.marks(&st, path, false);
                         }
                         attr
                     }

@@ -58,6 +58,7 @@ use rustix::fs::{Mode, OFlags};
 
 use crate::confine::Node;
 use crate::locks::LockTable;
+use crate::marks::MarksSeen;
 use crate::qid::Devices;
 use crate::users::{Creds, UserDb, run_as};
 
@@ -119,6 +120,7 @@ struct Inner {
     users: UserDb,
     devices: Devices,
     locks: LockTable,
+    marks_seen: MarksSeen,
     path: String,
 }
 
@@ -174,6 +176,7 @@ impl Export {
                 options,
                 users,
                 locks: LockTable::default(),
+                marks_seen: MarksSeen::default(),
                 path: path.display().to_string(),
             }),
         })

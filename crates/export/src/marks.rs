@@ -3,15 +3,42 @@
 //! export with either keeps them in an extended attribute, and its qids
 //! carry them as QTAPPEND and QTEXCL.
 
+use std::collections::HashMap;
+
 use ninep_wire::consts::mode::{DMAPPEND, DMEXCL};
 use ninep_wire::{Qid, QidType};
-use rustix::fs::{FileType, XattrFlags};
+use parking_lot::Mutex;
+use rustix::fs::{FileType, Stat, XattrFlags};
 
 use crate::Inner;
 use crate::confine::Node;
 
 /// The extended attribute holding a file's marks, one letter each.
 const PLAN9_MARKS: &str = "user.9p.mode";
+
+/// Files whose marks are remembered at most; past it the memory starts
+/// afresh.
+const SEEN_MAX: usize = 1 << 16;
+
+/// The marks read so far, by file, each with the file's ctime when read.
+/// Setting an extended attribute changes a file's ctime, and a new file on
+/// a reused inode has a new one, so marks read at the same ctime are still
+/// the file's: most qids are made without reading the attribute again
+/// (through /proc, a path lookup and a read each). Where a file system
+/// keeps coarse timestamps, a mark set by another process within the same
+/// tick as a read of the file's marks may go unseen until its next change.
+#[derive(Default)]
+pub(crate) struct MarksSeen(Mutex<HashMap<FileId, Seen>>);
+
+/// A file by its device and inode numbers.
+type FileId = (u64, u64);
+
+/// Marks as read, and the file's ctime (seconds, nanoseconds) then.
+#[derive(Clone, Copy)]
+struct Seen {
+    ctime: (i64, i64),
+    marks: QidType,
+}
 
 /// Each mark: its mode bit, its qid bit and its letter in the attribute.
 const MARKS: [(u32, QidType, u8); 2] = [
@@ -20,33 +47,31 @@ const MARKS: [(u32, QidType, u8); 2] = [
 ];
 
 impl Inner {
-    /// The marks of the regular file at `path`. `path` is followed only
+    /// The marks of the regular file whose status is `st`, read (when not
+    /// remembered) at the path `path` gives. That path is followed only
     /// when it is one of the server's own `/proc/self/fd` links.
-    pub(crate) fn marks(&self, path: &str, follow: bool) -> QidType {
-        let mut buf = [0u8; 8];
-        let got = if follow {
-            rustix::fs::getxattr(path, PLAN9_MARKS, &mut buf)
-        } else {
-            rustix::fs::lgetxattr(path, PLAN9_MARKS, &mut buf)
-        };
-        let Ok(n) = got else {
-            return QidType::FILE;
-        };
-        let mut ty = QidType::FILE;
-        for &b in &buf[..n] {
-            for (_, bit, letter) in MARKS {
-                if b == letter {
-                    ty = ty | bit;
-                }
-            }
+    pub(crate) fn marks(&self, st: &Stat, path: impl FnOnce() -> String, follow: bool) -> QidType {
+        let file = (st.st_dev, st.st_ino);
+        let ctime = (st.st_ctime, st.st_ctime_nsec as i64);
+        if let Some(seen) = self.marks_seen.0.lock().get(&file)
+            && seen.ctime == ctime
+        {
+            return seen.marks;
         }
-        ty
+        let marks = read_marks(&path(), follow);
+        let mut all = self.marks_seen.0.lock();
+        if all.len() >= SEEN_MAX {
+            all.clear();
+        }
+        all.insert(file, Seen { ctime, marks });
+        marks
     }
 
-    /// `qid` with the marks of `node` added.
-    pub(crate) fn marked(&self, node: &Node, mut qid: Qid) -> Qid {
+    /// The qid of `node`, whose status is `st`, with its marks.
+    pub(crate) fn marked(&self, node: &Node, st: &Stat) -> Qid {
+        let mut qid = self.qid(st);
         if node.ty == FileType::RegularFile {
-            qid.ty = qid.ty | self.marks(&self.proc_path(node), true);
+            qid.ty = qid.ty | self.marks(st, || self.proc_path(node), true);
         }
         qid
     }
@@ -68,4 +93,26 @@ impl Inner {
             XattrFlags::empty(),
         )
     }
+}
+
+/// The marks in the attribute of the file at `path` (none without one).
+fn read_marks(path: &str, follow: bool) -> QidType {
+    let mut buf = [0u8; 8];
+    let got = if follow {
+        rustix::fs::getxattr(path, PLAN9_MARKS, &mut buf)
+    } else {
+        rustix::fs::lgetxattr(path, PLAN9_MARKS, &mut buf)
+    };
+    let Ok(n) = got else {
+        return QidType::FILE;
+    };
+    let mut ty = QidType::FILE;
+    for &b in &buf[..n] {
+        for (_, bit, letter) in MARKS {
+            if b == letter {
+                ty = ty | bit;
+            }
+        }
+    }
+    ty
 }

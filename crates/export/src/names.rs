@@ -73,7 +73,7 @@ pub(crate) async fn walk(
                 }
             };
             let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
-            let qid = inner.marked(&node, inner.qid(&st));
+            let qid = inner.marked(&node, &st);
             Ok((node, qid))
         })
         .await?;
@@ -125,7 +125,7 @@ pub(crate) async fn create(
                     "append-only and exclusive files need extended attributes here",
                 ));
             }
-            Ok((node.clone(), fd, inner.marked(&node, inner.qid(&st))))
+            Ok((node.clone(), fd, inner.marked(&node, &st)))
         })
         .await?;
     let file = ExportFile {

@@ -447,6 +447,26 @@ async fn append_only_and_exclusive_files() {
     assert!(entry.qid.ty.contains(QidType::APPEND));
 }
 
+/// The marks of a file are remembered by the export, but a mark set or
+/// taken away on the host is seen at once: it changes the file's ctime.
+#[tokio::test]
+async fn marks_set_on_the_host_are_seen() {
+    let (dir, addr) = serve("host-marks").await;
+    let host = dir.0.join("export").join("plain");
+    std::fs::write(&host, "x").unwrap();
+    let fsys = attach(&addr, Dialect::L).await;
+    let appends = |qid: Qid| qid.ty.contains(QidType::APPEND);
+    assert!(!appends(fsys.walk("plain").await.unwrap().qid()));
+    // Past a tick of a file system's coarse clock (see the export's marks).
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    rustix::fs::setxattr(&host, "user.9p.mode", b"a", rustix::fs::XattrFlags::empty()).unwrap();
+    assert!(appends(fsys.walk("plain").await.unwrap().qid()));
+    assert!(appends(fsys.stat("plain").await.unwrap().qid));
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    rustix::fs::removexattr(&host, "user.9p.mode").unwrap();
+    assert!(!appends(fsys.walk("plain").await.unwrap().qid()));
+}
+
 /// Tlock of type `ty` over the whole of `fid`'s file, for process
 /// `proc_id` of client `who`.
 fn whole_file(fid: ninep_wire::Fid, ty: u8, proc_id: u32, who: &str) -> Tlock {
