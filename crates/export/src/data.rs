@@ -79,19 +79,27 @@ pub(crate) async fn read(
             return Ok(Bytes::from(buf));
         }
     }
+    let stream = is_stream(file.node.ty);
     export
         .call(&file.creds, move |_| {
             let done = buf.len();
             buf.reserve_exact(count - done);
-            rustix::io::pread(
-                &*fd,
-                rustix::buffer::spare_capacity(&mut buf),
-                offset + done as u64,
-            )
+            let spare = rustix::buffer::spare_capacity(&mut buf);
+            if stream {
+                rustix::io::read(&*fd, spare)
+            } else {
+                rustix::io::pread(&*fd, spare, offset + done as u64)
+            }
             .map_err(errno)?;
             Ok(Bytes::from(buf))
         })
         .await
+}
+
+/// A fifo or a socket: a stream of bytes with no offsets, read and written
+/// where it stands (pread and pwrite refuse it: ESPIPE).
+fn is_stream(ty: FileType) -> bool {
+    matches!(ty, FileType::Fifo | FileType::Socket)
 }
 
 /// Reads up to `count` bytes at `offset` into `buf` as far as the kernel
@@ -144,20 +152,25 @@ pub(crate) async fn write(
     data: Bytes,
 ) -> Result<u32> {
     let fd = file.opened()?;
-    export
-        .call(&file.creds, move |_| {
-            let mut done = 0;
-            while done < data.len() {
-                let n =
-                    rustix::io::pwrite(&*fd, &data[done..], offset + done as u64).map_err(errno)?;
-                if n == 0 {
-                    break;
-                }
-                done += n;
+    let stream = is_stream(file.node.ty);
+    let write = move |_: &Inner| {
+        let mut done = 0;
+        while done < data.len() {
+            let rest = &data[done..];
+            let n = if stream {
+                rustix::io::write(&*fd, rest)
+            } else {
+                rustix::io::pwrite(&*fd, rest, offset + done as u64)
             }
-            Ok(done as u32)
-        })
-        .await
+            .map_err(errno)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(done as u32)
+    };
+    export.call(&file.creds, write).await
 }
 
 pub(crate) async fn read_dir(export: &Export, cx: &Cx, dir: &ExportFile) -> Result<Vec<DirEntry>> {

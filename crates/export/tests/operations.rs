@@ -404,6 +404,43 @@ async fn a_blocked_call_does_not_hold_up_the_connection() {
     drop(writer);
 }
 
+/// A fifo is a stream, with no offsets: read and written through the
+/// export where it stands.
+#[tokio::test]
+async fn a_fifo_is_read_and_written_as_a_stream() {
+    let base = std::env::temp_dir().join(format!("ninep-ops-{}-fifo-io", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("export")).unwrap();
+    let _cleanup = Dir(base.clone());
+    let fifo = base.join("export/fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let options = ExportOptions {
+        allow_special: true,
+        ..ExportOptions::default()
+    };
+    let export = Export::new(base.join("export"), options).unwrap();
+    let addr = Addr::Unix(base.join("sock"));
+    let listener = addr.listen().await.unwrap();
+    let server = Server::new(export);
+    tokio::spawn(async move {
+        server
+            .serve_listener(listener, std::future::pending())
+            .await
+    });
+    let fsys = attach(&addr.to_string(), Dialect::L).await;
+    // Opened both ways through 9P, the fifo carries what is written at any
+    // offset to the next read.
+    let both = fsys.open("fifo", dotl::O_RDWR).await.unwrap();
+    assert_eq!(both.write_at(1000, "over 9P".into()).await.unwrap(), 7);
+    assert_eq!(&both.read_at(5000, 64).await.unwrap()[..], b"over 9P");
+}
+
 #[tokio::test]
 async fn append_only_and_exclusive_files() {
     let (dir, addr) = serve("dmappend").await;
