@@ -1,6 +1,6 @@
 //! Every operation of the export, checked against what the host sees.
 
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 
 use bytes::Bytes;
@@ -402,6 +402,71 @@ async fn a_blocked_call_does_not_hold_up_the_connection() {
         .unwrap()
         .unwrap();
     drop(writer);
+}
+
+/// A write to a fifo whose reader reads nothing waits on the host, on a
+/// server of several threads too (where small writes to regular files are
+/// made on the thread serving the request), while the connection serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_write_does_not_hold_up_the_connection() {
+    let base = std::env::temp_dir().join(format!("ninep-ops-{}-blocked-write", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("export")).unwrap();
+    let _cleanup = Dir(base.clone());
+    let fifo = base.join("export/fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::write(base.join("export/plain"), "plain").unwrap();
+    // A reader on the host that never reads: the pipe fills, then writes wait.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&fifo)
+        .unwrap();
+    let options = ExportOptions {
+        allow_special: true,
+        ..ExportOptions::default()
+    };
+    let export = Export::new(base.join("export"), options).unwrap();
+    let addr = Addr::Unix(base.join("sock"));
+    let listener = addr.listen().await.unwrap();
+    let server = Server::new(export);
+    tokio::spawn(async move {
+        server
+            .serve_listener(listener, std::future::pending())
+            .await
+    });
+    let fsys = attach(&addr.to_string(), Dialect::L).await;
+    let writer = fsys.open("fifo", dotl::O_WRONLY).await.unwrap();
+    let blocked = tokio::spawn(async move {
+        for _ in 0..64 {
+            writer.write_at(0, Bytes::from(vec![1u8; 8192])).await?;
+        }
+        Ok::<_, ninep_client::Error>(())
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    if blocked.is_finished() {
+        panic!("512 KiB went into a fifo nobody reads: {:?}", blocked.await);
+    }
+    // The same connection goes on serving.
+    for _ in 0..20 {
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), fsys.read("plain"));
+        assert_eq!(
+            read.await.expect("served while a write waits").unwrap(),
+            b"plain"
+        );
+    }
+    // What went in is there for the reader, as written.
+    let mut got = vec![0u8; 8192];
+    let n = std::io::Read::read(&mut &reader, &mut got).unwrap();
+    assert!(n > 0 && got[..n].iter().all(|&b| b == 1));
+    drop(reader);
+    blocked.abort();
 }
 
 /// A fifo is a stream, with no offsets: read and written through the
