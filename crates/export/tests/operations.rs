@@ -20,10 +20,16 @@ impl Drop for Dir {
 }
 
 async fn serve(name: &str) -> (Dir, String) {
+    serve_with(name, ExportOptions::default()).await
+}
+
+/// An export of a fresh directory (`export` in the returned one) with
+/// `options`, served on a unix socket; its address.
+async fn serve_with(name: &str, options: ExportOptions) -> (Dir, String) {
     let base = std::env::temp_dir().join(format!("ninep-ops-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("export")).unwrap();
-    let export = Export::new(base.join("export"), ExportOptions::default()).unwrap();
+    let export = Export::new(base.join("export"), options).unwrap();
     let addr = Addr::Unix(base.join("sock"));
     let listener = addr.listen().await.unwrap();
     let server = Server::new(export);
@@ -33,6 +39,21 @@ async fn serve(name: &str) -> (Dir, String) {
             .await
     });
     (Dir(base), addr.to_string())
+}
+
+/// An export that serves special files, with a fifo `fifo` in it.
+async fn serve_fifo(name: &str) -> (Dir, String) {
+    let options = ExportOptions {
+        allow_special: true,
+        ..ExportOptions::default()
+    };
+    let (dir, addr) = serve_with(name, options).await;
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.0.join("export/fifo"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    (dir, addr)
 }
 
 async fn attach(addr: &str, dialect: Dialect) -> Fsys {
@@ -356,33 +377,10 @@ async fn plan9_and_unix_extensions() {
 
 #[tokio::test]
 async fn a_blocked_call_does_not_hold_up_the_connection() {
-    let base = std::env::temp_dir().join(format!("ninep-ops-{}-blocking", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("export")).unwrap();
-    let _cleanup = Dir(base.clone());
-    let fifo = base.join("export/fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
-    std::fs::write(base.join("export/plain"), "plain").unwrap();
-    let options = ExportOptions {
-        allow_special: true,
-        ..ExportOptions::default()
-    };
-    let export = Export::new(base.join("export"), options).unwrap();
-    let addr = Addr::Unix(base.join("sock"));
-    let listener = addr.listen().await.unwrap();
-    let server = Server::new(export);
-    tokio::spawn(async move {
-        server
-            .serve_listener(listener, std::future::pending())
-            .await
-    });
-    let fsys = attach(&addr.to_string(), Dialect::L).await;
+    let (dir, addr) = serve_fifo("blocking").await;
+    let fifo = dir.0.join("export/fifo");
+    std::fs::write(dir.0.join("export/plain"), "plain").unwrap();
+    let fsys = attach(&addr, Dialect::L).await;
     // Opening a fifo with no writer blocks on the host ...
     let blocked = {
         let fid = fsys.walk("fifo").await.unwrap();
@@ -409,39 +407,15 @@ async fn a_blocked_call_does_not_hold_up_the_connection() {
 /// made on the thread serving the request), while the connection serves on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_write_does_not_hold_up_the_connection() {
-    let base = std::env::temp_dir().join(format!("ninep-ops-{}-blocked-write", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("export")).unwrap();
-    let _cleanup = Dir(base.clone());
-    let fifo = base.join("export/fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
-    std::fs::write(base.join("export/plain"), "plain").unwrap();
+    let (dir, addr) = serve_fifo("blocked-write").await;
+    std::fs::write(dir.0.join("export/plain"), "plain").unwrap();
     // A reader on the host that never reads: the pipe fills, then writes wait.
     let reader = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(&fifo)
+        .open(dir.0.join("export/fifo"))
         .unwrap();
-    let options = ExportOptions {
-        allow_special: true,
-        ..ExportOptions::default()
-    };
-    let export = Export::new(base.join("export"), options).unwrap();
-    let addr = Addr::Unix(base.join("sock"));
-    let listener = addr.listen().await.unwrap();
-    let server = Server::new(export);
-    tokio::spawn(async move {
-        server
-            .serve_listener(listener, std::future::pending())
-            .await
-    });
-    let fsys = attach(&addr.to_string(), Dialect::L).await;
+    let fsys = attach(&addr, Dialect::L).await;
     let writer = fsys.open("fifo", dotl::O_WRONLY).await.unwrap();
     let blocked = tokio::spawn(async move {
         for _ in 0..64 {
@@ -473,32 +447,8 @@ async fn a_blocked_write_does_not_hold_up_the_connection() {
 /// export where it stands.
 #[tokio::test]
 async fn a_fifo_is_read_and_written_as_a_stream() {
-    let base = std::env::temp_dir().join(format!("ninep-ops-{}-fifo-io", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("export")).unwrap();
-    let _cleanup = Dir(base.clone());
-    let fifo = base.join("export/fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let options = ExportOptions {
-        allow_special: true,
-        ..ExportOptions::default()
-    };
-    let export = Export::new(base.join("export"), options).unwrap();
-    let addr = Addr::Unix(base.join("sock"));
-    let listener = addr.listen().await.unwrap();
-    let server = Server::new(export);
-    tokio::spawn(async move {
-        server
-            .serve_listener(listener, std::future::pending())
-            .await
-    });
-    let fsys = attach(&addr.to_string(), Dialect::L).await;
+    let (_dir, addr) = serve_fifo("fifo-io").await;
+    let fsys = attach(&addr, Dialect::L).await;
     // Opened both ways through 9P, the fifo carries what is written at any
     // offset to the next read.
     let both = fsys.open("fifo", dotl::O_RDWR).await.unwrap();
