@@ -188,19 +188,14 @@ async fn call(sock: &mut tokio::net::TcpStream, fcall: Fcall, dialect: Dialect) 
     Fcall::decode(Bytes::from(frame), dialect).unwrap().msg
 }
 
-#[tokio::test]
-async fn a_client_hanging_up_clunks_its_fids_upstream() {
-    let (fs, seen) = Watched::new();
-    let slow = serve(fs, Limits::default()).await;
-    let served = serve_mux(&format!("mount {} /n/w\n", slow.addr)).await;
-    // The mount's own root fid.
-    let mounted = seen.live.load(Ordering::SeqCst);
-    let addr = served.addr.replace("tcp!", "").replace('!', ":");
+/// A raw connection to the server at `addr` in 9P2000.L with `msize`,
+/// attached as glenda on fid 0.
+async fn raw_attach(addr: &str, msize: u32) -> tokio::net::TcpStream {
+    let addr = addr.replace("tcp!", "").replace('!', ":");
     let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let d = Dialect::L;
     let version = ninep_wire::Tversion {
-        msize: 8192,
-        version: d.version().into(),
+        msize,
+        version: Dialect::L.version().into(),
     };
     call(
         &mut sock,
@@ -215,7 +210,19 @@ async fn a_client_hanging_up_clunks_its_fids_upstream() {
         aname: String::new(),
         n_uname: NONUNAME,
     };
-    call(&mut sock, Fcall::new(1, attach), d).await;
+    call(&mut sock, Fcall::new(1, attach), Dialect::L).await;
+    sock
+}
+
+#[tokio::test]
+async fn a_client_hanging_up_clunks_its_fids_upstream() {
+    let (fs, seen) = Watched::new();
+    let slow = serve(fs, Limits::default()).await;
+    let served = serve_mux(&format!("mount {} /n/w\n", slow.addr)).await;
+    // The mount's own root fid.
+    let mounted = seen.live.load(Ordering::SeqCst);
+    let mut sock = raw_attach(&served.addr, 8192).await;
+    let d = Dialect::L;
     for (i, path) in ["n/w/hello", "n/w/sub", "n/w/block", "n/w"]
         .iter()
         .enumerate()
@@ -378,4 +385,48 @@ async fn servers_see_each_client_or_the_mux_as_configured() {
             assert_eq!(seen, expected, "attach_per_user {per_user}");
         }
     }
+}
+
+/// A write larger than the server's messages (a client that writes up to
+/// its msize, the mux's, whatever iounit it was told) is written whole, in
+/// pieces the server takes: clients seldom write again what a short write
+/// left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_larger_than_the_servers_messages_is_written_whole() {
+    let small = Limits {
+        msize: 8192 + 24,
+        ..Limits::default()
+    };
+    let ram = serve(ninep_ramfs::RamFs::new(), small).await;
+    let served = serve_mux(&format!("mount -c {} /", ram.addr)).await;
+    let direct = attach(&ram.addr, Dialect::L).await;
+    direct.create("big", 0o644, O_RDWR).await.unwrap();
+
+    let mut sock = raw_attach(&served.addr, 1 << 20).await;
+    let d = Dialect::L;
+    let walk = ninep_wire::Twalk {
+        fid: Fid(0),
+        newfid: Fid(1),
+        wname: vec![Name::new("big").unwrap()],
+    };
+    call(&mut sock, Fcall::new(1, walk), d).await;
+    let open = ninep_wire::Tlopen {
+        fid: Fid(1),
+        flags: O_RDWR,
+    };
+    call(&mut sock, Fcall::new(1, open), d).await;
+    let data: Vec<u8> = (0..64 * 1024).map(|i| (i % 251) as u8).collect();
+    let write = ninep_wire::Twrite {
+        fid: Fid(1),
+        offset: 100,
+        data: Bytes::from(data.clone()),
+    };
+    match call(&mut sock, Fcall::new(1, write), d).await {
+        Msg::Rwrite(r) => assert_eq!(r.count as usize, data.len()),
+        other => panic!("{other:?}"),
+    }
+    // The server has it all, in place.
+    let got = direct.read("big").await.unwrap();
+    assert!(got[..100].iter().all(|&b| b == 0));
+    assert!(got[100..] == data[..]);
 }

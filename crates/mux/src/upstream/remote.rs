@@ -289,12 +289,33 @@ impl RemoteFile {
             .map_err(|e| self.error(e))
     }
 
+    /// Writes `data` at `offset` in pieces the server takes (a client's
+    /// msize may be larger than the server's, and few clients write the
+    /// rest again after a short write), one after another: all of it, or
+    /// what went before a piece came back short or failed.
     pub async fn write(&self, offset: u64, data: Bytes) -> Result<u32> {
         let file = self.file()?;
         // What was read ahead may hold the bytes from before.
         self.up.forget_read_ahead(self.qid().path).await;
         let _turn = self.up.turn().await;
-        file.write_at(offset, data).await.map_err(|e| self.error(e))
+        let mut done = 0;
+        while done < data.len() {
+            let piece = data
+                .slice(done..)
+                .slice(..(data.len() - done).min(file.iounit() as usize));
+            let want = piece.len();
+            match file.write_at(offset + done as u64, piece).await {
+                Ok(n) => {
+                    done += n as usize;
+                    if (n as usize) < want {
+                        break;
+                    }
+                }
+                Err(e) if done == 0 => return Err(self.error(e)),
+                Err(_) => break,
+            }
+        }
+        Ok(done as u32)
     }
 
     /// The entries of the open directory.
