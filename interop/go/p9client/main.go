@@ -21,8 +21,9 @@ import (
 
 const (
 	// msize asked for: small enough that the payload takes several
-	// Twrite and Tread messages.
-	msize = 64 * 1024
+	// Twrite and Tread messages, and larger than diod's (64 KiB), so that
+	// through a mux of diod a write is larger than diod takes in one.
+	msize = 128 * 1024
 	// atRemoveDir is Linux's AT_REMOVEDIR, for Tunlinkat of a directory.
 	atRemoveDir = 0x200
 	// readBuf is how much a read asks for at a time.
