@@ -50,12 +50,10 @@ pub(crate) async fn open(export: &Export, file: &mut ExportFile, flags: u32) -> 
     Ok(Opened { qid, iounit: 0 })
 }
 
-/// Reads and writes no bigger than this are tried on the thread serving
-/// the request (see `read` and `write`). RWF_NOWAIT needs an initialised
-/// buffer, and zeroing one costs about what it saves once a read is
-/// larger; a larger write takes long enough that the trip through the
-/// blocking pool costs little beside it.
-const HERE_MAX: usize = 64 * 1024;
+/// Reads no bigger than this are tried on the thread serving the request
+/// (see `read`). RWF_NOWAIT needs an initialised buffer, and zeroing one
+/// costs about what it saves once a read is larger.
+const READ_HERE_MAX: usize = 64 * 1024;
 
 /// Reads up to `count` bytes at `offset`. A regular file's data is usually
 /// in the page cache, so the read is first tried on the thread serving the
@@ -108,7 +106,7 @@ fn is_stream(ty: FileType) -> bool {
 /// goes without waiting, and says whether that finished the read (`count`
 /// bytes, or the end of the file). Any refusal (EAGAIN: not cached;
 /// EOPNOTSUPP: a file system without RWF_NOWAIT) or error leaves the rest
-/// to a blocking call. Reads that would not fit HERE_MAX are left
+/// to a blocking call. Reads that would not fit READ_HERE_MAX are left
 /// whole.
 fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usize) -> bool {
     // The size says how much to zero; the reads themselves find the end
@@ -124,7 +122,7 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
         .unwrap_or(usize::MAX)
         .saturating_add(1)
         .min(count);
-    if len > HERE_MAX {
+    if len > READ_HERE_MAX {
         return false;
     }
     buf.resize(len, 0);
@@ -144,11 +142,12 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
     finished
 }
 
-/// Writes `data` at `offset`: a small write to a regular file on the
-/// thread serving the request (a buffered write seldom waits, but may, so
-/// the runtime is told; the connection reads its next request once it is
-/// done), anything else on the blocking pool: a fifo or a device may wait
-/// for good, and the connection must go on meanwhile.
+/// Writes `data` at `offset` on the blocking pool. Unlike reads, writes
+/// are not tried with RWF_NOWAIT first: ext4 and tmpfs refuse it on
+/// buffered writes (EOPNOTSUPP). Nor are small ones made on the thread
+/// serving the request: a write may wait (on dirty pages, on a network
+/// file system or a /proc file under the export), and that connection would
+/// read no request meanwhile, not even the Tflush of the write.
 pub(crate) async fn write(
     export: &Export,
     file: &ExportFile,
@@ -156,7 +155,6 @@ pub(crate) async fn write(
     data: Bytes,
 ) -> Result<u32> {
     let fd = file.opened()?;
-    let small = data.len() <= HERE_MAX && file.node.ty == FileType::RegularFile;
     let stream = is_stream(file.node.ty);
     let write = move |_: &Inner| {
         let mut done = 0;
@@ -175,11 +173,7 @@ pub(crate) async fn write(
         }
         Ok(done as u32)
     };
-    if small {
-        export.call_blocking_here(&file.creds, write).await
-    } else {
-        export.call(&file.creds, write).await
-    }
+    export.call(&file.creds, write).await
 }
 
 pub(crate) async fn read_dir(export: &Export, cx: &Cx, dir: &ExportFile) -> Result<Vec<DirEntry>> {

@@ -55,7 +55,6 @@ use std::sync::Arc;
 use ninep_server::{Error, Result};
 use ninep_wire::Errno;
 use rustix::fs::{Mode, OFlags};
-use tokio::runtime::{Handle, RuntimeFlavor};
 
 use crate::confine::Node;
 use crate::locks::LockTable;
@@ -206,23 +205,6 @@ impl Export {
         f: impl FnOnce(&Inner) -> Result<T>,
     ) -> Result<T> {
         run_as(creds.as_deref(), || f(&self.inner))?
-    }
-
-    /// Runs a short filesystem call that may still block (a small write:
-    /// ext4 and tmpfs refuse RWF_NOWAIT on buffered writes) on the thread
-    /// serving the request, telling the runtime so: its other tasks move
-    /// to another thread while the call runs, and the request saves the
-    /// trip through the blocking pool. A runtime of one thread cannot hand
-    /// its tasks on, so there the call goes through the pool.
-    async fn call_blocking_here<T: Send + 'static>(
-        &self,
-        creds: &Option<Arc<Creds>>,
-        f: impl FnOnce(&Inner) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        if Handle::current().runtime_flavor() != RuntimeFlavor::MultiThread {
-            return self.call(creds, f).await;
-        }
-        tokio::task::block_in_place(|| run_as(creds.as_deref(), || f(&self.inner)))?
     }
 
     fn readonly(&self) -> Result<()> {

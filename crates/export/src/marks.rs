@@ -4,11 +4,13 @@
 //! carry them as QTAPPEND and QTEXCL.
 
 use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ninep_wire::consts::mode::{DMAPPEND, DMEXCL};
 use ninep_wire::{Qid, QidType};
 use parking_lot::Mutex;
 use rustix::fs::{FileType, Stat, XattrFlags};
+use rustix::io::Errno;
 
 use crate::Inner;
 use crate::confine::Node;
@@ -24,11 +26,18 @@ const SEEN_MAX: usize = 1 << 16;
 /// Setting an extended attribute changes a file's ctime, and a new file on
 /// a reused inode has a new one, so marks read at the same ctime are still
 /// the file's: most qids are made without reading the attribute again
-/// (through /proc, a path lookup and a read each). Where a file system
-/// keeps coarse timestamps, a mark set by another process within the same
-/// tick as a read of the file's marks may go unseen until its next change.
+/// (through /proc, a path lookup and a read each). Only marks read a while
+/// after the file's last change are kept (see [`SETTLED`]), and only marks
+/// the reader could read: another user may be refused the attribute.
 #[derive(Default)]
 pub(crate) struct MarksSeen(Mutex<HashMap<FileId, Seen>>);
+
+/// How long after a file's last change its marks are remembered. A file
+/// system stamps changes with a clock of coarse ticks (some, FAT, in steps
+/// of 2 s): a mark set within the tick of the last change leaves the ctime
+/// as it was, so marks read while that tick may still be running could be
+/// outdated at the same ctime. Git trusts its index the same way.
+const SETTLED: Duration = Duration::from_secs(2);
 
 /// A file by its device and inode numbers.
 type FileId = (u64, u64);
@@ -58,12 +67,16 @@ impl Inner {
         {
             return seen.marks;
         }
-        let marks = read_marks(&path(), follow);
-        let mut all = self.marks_seen.0.lock();
-        if all.len() >= SEEN_MAX {
-            all.clear();
+        let Some(marks) = read_marks(&path(), follow) else {
+            return QidType::FILE;
+        };
+        if settled(ctime) {
+            let mut all = self.marks_seen.0.lock();
+            if all.len() >= SEEN_MAX {
+                all.clear();
+            }
+            all.insert(file, Seen { ctime, marks });
         }
-        all.insert(file, Seen { ctime, marks });
         marks
     }
 
@@ -95,16 +108,29 @@ impl Inner {
     }
 }
 
-/// The marks in the attribute of the file at `path` (none without one).
-fn read_marks(path: &str, follow: bool) -> QidType {
+/// Whether a file last changed at `ctime` changed longer than [`SETTLED`]
+/// ago.
+fn settled((sec, nsec): (i64, i64)) -> bool {
+    let changed = i128::from(sec) * 1_000_000_000 + i128::from(nsec);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    now - changed > SETTLED.as_nanos() as i128
+}
+
+/// The marks in the attribute of the file at `path` (none without one);
+/// None if the attribute could not be read (not the caller's to read).
+fn read_marks(path: &str, follow: bool) -> Option<QidType> {
     let mut buf = [0u8; 8];
     let got = if follow {
         rustix::fs::getxattr(path, PLAN9_MARKS, &mut buf)
     } else {
         rustix::fs::lgetxattr(path, PLAN9_MARKS, &mut buf)
     };
-    let Ok(n) = got else {
-        return QidType::FILE;
+    let n = match got {
+        Ok(n) => n,
+        Err(Errno::NODATA) => return Some(QidType::FILE),
+        Err(_) => return None,
     };
     let mut ty = QidType::FILE;
     for &b in &buf[..n] {
@@ -114,5 +140,5 @@ fn read_marks(path: &str, follow: bool) -> QidType {
             }
         }
     }
-    ty
+    Some(ty)
 }

@@ -938,3 +938,31 @@ async fn a_readable_directory_lists_without_search_permission() {
         "bob's listing of alice's 0744 alice/listed"
     );
 }
+
+/// A user who may not read a file's attributes does not hide its marks
+/// from those who may: after another user (write-only on it) walks to a
+/// mailbox, its owner's writes still land at its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn marks_unreadable_to_one_user_still_hold_for_the_owner() {
+    let fx = Fixture::start_with_mode("mailbox", 0o777).await;
+    let u = users();
+    let alice = fx.attach(Dialect::Base, ALICE, NONUNAME).await;
+    let mbox = alice
+        .create("mbox", ninep_wire::consts::mode::DMAPPEND | 0o622, O_WRONLY)
+        .await
+        .unwrap();
+    mbox.write_all_at(0, Bytes::from_static(b"first "))
+        .await
+        .unwrap();
+    mbox.close().await.unwrap();
+    assert_eq!(owner(&fx.host("mbox")).0, u.alice.uid);
+    // Past the time a file's marks take to be remembered (see the export).
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let bob = fx.as_user(BOB, u.bob).await;
+    drop(must(bob.walk("mbox").await, "bob walks to alice's mailbox"));
+    must(write(&alice, "mbox", "second").await, "alice writes at 0");
+    assert_eq!(
+        std::fs::read_to_string(fx.host("mbox")).unwrap(),
+        "first second"
+    );
+}
