@@ -1110,6 +1110,12 @@ impl Scene {
     }
 }
 
+/// A ramfs whose files stay small: the fuzzer runs under a memory limit,
+/// and writes far out are what it tries first.
+fn ramfs() -> RamFs {
+    RamFs::with_max_file_size(1 << 20)
+}
+
 fn limits() -> Limits {
     Limits {
         msize: SERVER_MSIZE,
@@ -1141,7 +1147,7 @@ fn spawn<F: Filesystem>(fs: F, link: DuplexStream) -> tokio::task::JoinHandle<()
 async fn mux_over_ramfs(scene: &mut Scene) -> Mux {
     let addr = Addr::Unix(scene.dir.join("ramfs.sock"));
     let listener = addr.listen().await.expect("listen on a scratch socket");
-    let server = Server::with_stream_limits(RamFs::new(), limits(), stream_limits());
+    let server = Server::with_stream_limits(ramfs(), limits(), stream_limits());
     scene.upstream = Some(server.spawn(listener));
     let mux = Mux::new(Config::default());
     let ns = nsfile::parse(&format!("mount -c {addr} /")).expect("a namespace line");
@@ -1158,7 +1164,7 @@ async fn run(case: Case) {
     let fds = open_fds();
     let (ours, theirs) = tokio::io::duplex(16 * 1024);
     let server = match case.backend {
-        Backend::Ramfs => spawn(RamFs::new(), theirs),
+        Backend::Ramfs => spawn(ramfs(), theirs),
         Backend::Export => {
             let export = Export::new(scene.dir.join("export"), ExportOptions::default())
                 .expect("export the scratch directory");

@@ -27,7 +27,15 @@ pub const ROOT: u64 = 1;
 #[derive(Debug)]
 pub struct RamFs {
     state: Mutex<State>,
+    /// The largest a file may grow, by a write or a truncation: its bytes
+    /// are the server's memory, and a single write at a far offset would
+    /// otherwise ask for all of it.
+    max_file_size: u64,
 }
+
+/// The largest a file grows unless [`RamFs::with_max_file_size`] says
+/// otherwise.
+pub const MAX_FILE_SIZE: u64 = 1 << 30;
 
 /// What a fid refers to: a node, by qid path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +65,25 @@ impl RamFs {
                 nodes,
                 next_path: ROOT + 1,
             }),
+            max_file_size: MAX_FILE_SIZE,
         }
+    }
+
+    /// The same, with files of at most `bytes` (writes and truncations
+    /// past it are refused with EFBIG).
+    pub fn with_max_file_size(bytes: u64) -> RamFs {
+        RamFs {
+            max_file_size: bytes,
+            ..RamFs::new()
+        }
+    }
+
+    /// `size` as a file's length, if a file may be that long.
+    fn file_size(&self, size: u64) -> Result<usize> {
+        usize::try_from(size)
+            .ok()
+            .filter(|_| size <= self.max_file_size)
+            .ok_or_else(|| Error::from_errno(Errno::EFBIG))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -145,10 +171,7 @@ impl Filesystem for RamFs {
             node.gid = gid.clone();
         }
         if let (Some(size), Kind::File(data)) = (set.size, &mut node.kind) {
-            data.resize(
-                usize::try_from(size).map_err(|_| Error::from_errno(Errno::EFBIG))?,
-                0,
-            );
+            data.resize(self.file_size(size)?, 0);
             node.touch(owner(&cx.user).0);
         }
         let at = |t: SetTime| match t {
@@ -310,13 +333,12 @@ impl Filesystem for RamFs {
             return Err(Error::from_errno(Errno::EINVAL));
         };
         let start = if append {
-            contents.len()
+            contents.len() as u64
         } else {
-            usize::try_from(offset).map_err(|_| Error::from_errno(Errno::EFBIG))?
+            offset
         };
-        let end = start
-            .checked_add(data.len())
-            .ok_or_else(|| Error::from_errno(Errno::EFBIG))?;
+        let end = self.file_size(start.saturating_add(data.len() as u64))?;
+        let start = end - data.len();
         if end > contents.len() {
             contents.resize(end, 0);
         }

@@ -178,3 +178,32 @@ async fn taskbag_moves_questions_through_the_bag() {
     assert_eq!(ls("questions").await, ["q2"]);
     assert!(ls("working").await.is_empty());
 }
+
+/// A file grows no larger than the server allows: a write at a far offset
+/// or a truncation past the limit is refused (EFBIG) without the server
+/// asking for the memory, and the file stays as it was.
+#[tokio::test]
+async fn files_grow_no_larger_than_allowed() {
+    let addr = start(RamFs::with_max_file_size(1 << 20), "ram-max-size").await;
+    let fsys = connect(&addr, Dialect::L)
+        .await
+        .attach("glenda", "")
+        .await
+        .unwrap();
+    let file = fsys.create("f", 0o644, O_RDWR).await.unwrap();
+    file.write_all_at(0, "kept".into()).await.unwrap();
+    let far = file.write_at(1 << 40, "x".into()).await.unwrap_err();
+    assert_eq!(far.errno(), ninep_wire::Errno::EFBIG);
+    let past = file.write_at((1 << 20) - 1, "xy".into()).await.unwrap_err();
+    assert_eq!(past.errno(), ninep_wire::Errno::EFBIG);
+    let grow = ninep_client::SetAttr {
+        size: Some(1 << 21),
+        ..ninep_client::SetAttr::default()
+    };
+    let err = file.fid().setattr(&grow).await.unwrap_err();
+    assert_eq!(err.errno(), ninep_wire::Errno::EFBIG);
+    assert_eq!(fsys.read_to_string("f").await.unwrap(), "kept");
+    // Up to the limit is allowed.
+    assert_eq!(file.write_at((1 << 20) - 1, "z".into()).await.unwrap(), 1);
+    assert_eq!(fsys.stat("f").await.unwrap().size, 1 << 20);
+}
