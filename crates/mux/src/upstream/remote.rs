@@ -300,10 +300,8 @@ impl RemoteFile {
         let _turn = self.up.turn().await;
         let mut done = 0;
         while done < data.len() {
-            let piece = data
-                .slice(done..)
-                .slice(..(data.len() - done).min(file.iounit() as usize));
-            let want = piece.len();
+            let want = (data.len() - done).min(file.iounit() as usize);
+            let piece = data.slice(done..done + want);
             match file.write_at(offset + done as u64, piece).await {
                 Ok(n) => {
                     done += n as usize;
