@@ -240,9 +240,10 @@ struct Bulk {
 /// Runs in each median.
 const RUNS: usize = 3;
 
-/// CPU seconds this process has used, all its threads.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+/// CPU seconds process `pid` (none: this one) has used, all its threads.
+fn cpu_seconds(pid: Option<u32>) -> f64 {
+    let path = pid.map_or("/proc/self/stat".to_owned(), |pid| format!("/proc/{pid}/stat"));
+    let stat = std::fs::read_to_string(path).unwrap();
     // Fields after the command's closing parenthesis, from the third on:
     // utime and stime are the 14th and 15th.
     let fields: Vec<&str> = stat
@@ -259,7 +260,7 @@ fn cpu_seconds() -> f64 {
 /// ends when the server starts answering).
 async fn bulk(conn: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin), total: usize) -> Bulk {
     let block = vec![7u8; WRITE];
-    let cpu = cpu_seconds();
+    let cpu = cpu_seconds(None);
     let start = Instant::now();
     for _ in 0..total / WRITE {
         conn.write_all(&block).await.unwrap();
@@ -274,7 +275,7 @@ async fn bulk(conn: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin), total: usi
         got += n;
     }
     let receive = mb_per_s(total, start.elapsed());
-    let cpu_ms_per_mib = (cpu_seconds() - cpu) * 1e3 / (2 * (total >> 20)) as f64;
+    let cpu_ms_per_mib = (cpu_seconds(None) - cpu) * 1e3 / (2 * (total >> 20)) as f64;
     conn.write_all(b"done").await.unwrap();
     Bulk {
         send,
@@ -369,8 +370,13 @@ async fn main() {
             in_process
         }
     };
+    // The gateway's own process, whose CPU time is then shown too.
+    let gateway_pid: Option<u32> = std::env::var("DEVBENCH_GATEWAY_PID")
+        .ok()
+        .map(|pid| pid.parse().expect("a pid"));
     for (what, _server, gw) in &gateways {
         let through = format!("{gw}:/tcp!{target}");
+        let gateway_cpu = gateway_pid.map(|pid| cpu_seconds(Some(pid)));
         let mut runs = Vec::new();
         for _ in 0..RUNS {
             let mut call = dial::dial(&through, &Dialer::default(), &Options::default(), "bench")
@@ -389,6 +395,13 @@ async fn main() {
             n.cpu_ms_per_mib,
             n.cpu_ms_per_mib / direct.cpu_ms_per_mib
         );
+        if let (Some(pid), Some(before)) = (gateway_pid, gateway_cpu) {
+            let moved = (RUNS * 2 * (total >> 20)) as f64;
+            println!(
+                "    the gateway's process: cpu {:.2} ms/MiB (all runs, both ways)",
+                (cpu_seconds(Some(pid)) - before) * 1e3 / moved
+            );
+        }
     }
 
     // Connect time: a call through an attached gateway, beside one 9P

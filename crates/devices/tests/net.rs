@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use ninep_client::{File, Fsys};
@@ -295,19 +295,63 @@ async fn announce_and_listen_take_a_call() {
     assert_eq!(&answer, b"hello");
 }
 
-#[tokio::test]
-async fn a_slow_reader_slows_the_sender_and_memory_stays_under_the_mark() {
-    const SENT: usize = 32 << 20;
-    const HIGH: usize = 64 * 1024;
+/// A loopback server that sends `messages` messages of `size` bytes to
+/// the first connection, each starting with its size as 9P's do (so that
+/// `fcall` passes them), every byte after the size its index in the
+/// message; its port, and how many bytes it has sent so far.
+async fn message_source(messages: usize, size: usize) -> (u16, Arc<AtomicUsize>) {
     let source = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = source.local_addr().unwrap().port();
-    let finished = Arc::new(AtomicBool::new(false));
-    let done = finished.clone();
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counter = sent.clone();
     tokio::spawn(async move {
         let (mut tcp, _) = source.accept().await.unwrap();
-        tcp.write_all(&vec![7u8; SENT]).await.unwrap();
-        done.store(true, Ordering::SeqCst);
+        let message: Vec<u8> = (size as u32)
+            .to_le_bytes()
+            .into_iter()
+            .chain((4..size).map(|i| i as u8))
+            .collect();
+        for _ in 0..messages {
+            tcp.write_all(&message).await.unwrap();
+            counter.fetch_add(size, Ordering::SeqCst);
+        }
+        // Held open until the reader is done.
+        let _ = tcp.read(&mut [0; 1]).await;
     });
+    (port, sent)
+}
+
+/// What a conversation's `status` says it holds in its queue for readers.
+async fn qin(net: &Fsys) -> usize {
+    let status = text(net, "tcp/0/status").await;
+    let figures: Vec<&str> = status.split_whitespace().collect();
+    figures[2].parse().unwrap()
+}
+
+/// Waits until `sent` stops growing (the sender waits on TCP's window)
+/// and says where it stopped.
+async fn stalled(sent: &AtomicUsize) -> usize {
+    let mut last = usize::MAX;
+    loop {
+        let now = sent.load(Ordering::SeqCst);
+        if now == last {
+            return now;
+        }
+        last = now;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+}
+
+/// Nobody reads a call that sends 32 MiB, then somebody reads it all in
+/// 64 KiB reads: the sender waits on TCP meanwhile, and the conversation
+/// holds at most its high water mark in memory, with a module pushed (the
+/// stream's queue fills to the mark) and without (reads take from the
+/// socket: nothing is held).
+async fn slow_reader(push: bool) {
+    const SIZE: usize = 64 * 1024;
+    const MESSAGES: usize = 512;
+    const HIGH: usize = 64 * 1024;
+    let (port, sent) = message_source(MESSAGES, SIZE).await;
     let options = Options {
         queue: Limits {
             high_water: HIGH,
@@ -315,26 +359,87 @@ async fn a_slow_reader_slows_the_sender_and_memory_stays_under_the_mark() {
         },
         ..Options::default()
     };
-    let (_server, net, _ctl_fid) = called(options, port).await;
-    let qin = async || {
-        let status = text(&net, "tcp/0/status").await;
-        let figures: Vec<&str> = status.split_whitespace().collect();
-        figures[2].parse::<usize>().unwrap()
-    };
-    // Nobody reads: the queue fills to its mark and stops there.
-    while qin().await < HIGH {}
-    assert_eq!(qin().await, HIGH);
-    assert!(!finished.load(Ordering::SeqCst), "the sender waits on TCP");
+    let (_server, net, ctl_fid) = called(options, port).await;
+    if push {
+        ctl(&ctl_fid, "push fcall").await.unwrap();
+        // Nobody reads: the queue fills to its mark and stops there.
+        while qin(&net).await < HIGH {}
+    }
+    let stopped = stalled(&sent).await;
+    assert!(stopped < SIZE * MESSAGES, "the sender waits on TCP");
+    assert_eq!(qin(&net).await, if push { HIGH } else { 0 });
 
     let data = net.open("tcp/0/data", O_RDONLY).await.unwrap();
-    let mut total = 0;
-    while total < SENT {
-        let piece = data.read_at(0, 65536).await.unwrap();
+    let mut received = Vec::new();
+    while received.len() < SIZE * MESSAGES {
+        let piece = data.read_at(0, SIZE as u32).await.unwrap();
         assert!(!piece.is_empty());
-        total += piece.len();
-        assert!(qin().await <= HIGH);
+        received.extend_from_slice(&piece);
+        assert!(qin(&net).await <= HIGH);
     }
-    assert_eq!(total, SENT);
+    for message in received.chunks(SIZE) {
+        assert_eq!(message[..4], (SIZE as u32).to_le_bytes());
+        assert!(message[4..].iter().zip(4..).all(|(&b, i)| b == i as u8));
+    }
+}
+
+#[tokio::test]
+async fn a_slow_reader_slows_the_sender_and_holds_nothing() {
+    slow_reader(false).await;
+}
+
+#[tokio::test]
+async fn a_slow_reader_slows_the_sender_and_the_queue_stays_under_the_mark() {
+    slow_reader(true).await;
+}
+
+/// Large reads are spliced from the call's socket into the 9P
+/// connection; what arrives is every byte, in order, whatever the read
+/// sizes, beside reads too small to splice.
+#[tokio::test]
+async fn large_and_small_reads_take_every_byte_in_order() {
+    const SIZE: usize = 1 << 20;
+    const MESSAGES: usize = 16;
+    let (port, _sent) = message_source(MESSAGES, SIZE).await;
+    let (_server, net, _ctl_fid) = called(Options::default(), port).await;
+    let data = net.open("tcp/0/data", O_RDONLY).await.unwrap();
+    let mut received = Vec::new();
+    for count in [1000u32, 1 << 20, 70_000, 8192, 300_000]
+        .into_iter()
+        .cycle()
+    {
+        if received.len() == SIZE * MESSAGES {
+            break;
+        }
+        let piece = data.read_at(0, count).await.unwrap();
+        assert!(!piece.is_empty() && piece.len() <= count as usize);
+        received.extend_from_slice(&piece);
+    }
+    for message in received.chunks(SIZE) {
+        assert_eq!(message[..4], (SIZE as u32).to_le_bytes());
+        assert!(message[4..].iter().zip(4..).all(|(&b, i)| b == i as u8));
+    }
+}
+
+/// A read already waiting on the call when `fcall` is pushed gets what
+/// the module makes of the bytes that come next: one whole message.
+#[tokio::test]
+async fn a_push_reaches_a_read_already_waiting() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (_server, net, ctl_fid) = called(Options::default(), port).await;
+    let (mut peer, _) = listener.accept().await.unwrap();
+    let data = net.open("tcp/0/data", O_RDONLY).await.unwrap();
+    let waiting = tokio::spawn(async move { data.read_at(0, 8192).await.unwrap() });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    ctl(&ctl_fid, "push fcall").await.unwrap();
+    // One 9-byte message in two writes, then the start of another.
+    peer.write_all(&[9, 0, 0, 0, 1]).await.unwrap();
+    peer.flush().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    peer.write_all(&[2, 3, 4, 5, 20, 0]).await.unwrap();
+    let got = waiting.await.unwrap();
+    assert_eq!(&got[..], &[9, 0, 0, 0, 1, 2, 3, 4, 5]);
 }
 
 /// The kernel's timer on the TCP socket whose local port is `port`, from

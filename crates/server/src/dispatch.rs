@@ -428,24 +428,28 @@ impl<F: Filesystem> Handler<'_, F> {
             }
             return Ok(self.read_stats(s, m.offset, count).await?.into());
         }
-        if let Some(piped) = self.spliced(&s.file, m.offset, count, Answer::Read).await {
+        let cx = self.cx(s);
+        if let Some(piped) = self
+            .spliced(&cx, &s.file, m.offset, count, Answer::Read)
+            .await
+        {
             return Ok(Reply::Piped(piped));
         }
-        let mut data = self
-            .fs()
-            .read(&self.cx(s), &s.file, m.offset, count)
-            .await?;
+        let mut data = self.fs().read(&cx, &s.file, m.offset, count).await?;
         data.truncate(count as usize);
         Ok(Msg::from(Rread { data }).into())
     }
 
     /// `count` bytes of the open `file` from `offset` in a pipe, to be
     /// spliced into the connection: for a large read of a file that lives
-    /// on the host, while a pipe may be held (see `Conn::splice_permit`).
-    /// None: read it the usual way (also when splicing fails: a file system
-    /// that cannot, or an error the usual read will report).
+    /// on the host, or of one whose bytes wait in the kernel
+    /// ([`Filesystem::read_piped`]), while a pipe may be held (see
+    /// `Conn::splice_permit`). None: read it the usual way (also when
+    /// splicing fails: a file system that cannot, or an error the usual
+    /// read will report).
     pub(crate) async fn spliced(
         &self,
+        cx: &Cx,
         file: &F::File,
         offset: u64,
         count: u32,
@@ -454,7 +458,11 @@ impl<F: Filesystem> Handler<'_, F> {
         if count < SPLICE_MIN {
             return None;
         }
-        let host = self.fs().host_file(file)?;
+        let Some(host) = self.fs().host_file(file) else {
+            let permit = self.conn.splice_permit(answer)?;
+            let piped = self.fs().read_piped(cx, file, count as usize).await?;
+            return Some(piped.holding(permit));
+        };
         if PipedFile::would_bring(host.as_fd(), offset, count as usize) < SPLICE_MIN as usize {
             return None;
         }

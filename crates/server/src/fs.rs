@@ -11,6 +11,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ninep_transport::PipedFile;
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Name, Qid, Rgetlock, Rstatfs, Tgetlock, Tlock};
 
@@ -353,6 +354,21 @@ pub trait Filesystem: Send + Sync + 'static {
     /// goes through `read`.
     fn host_file(&self, _file: &Self::File) -> Option<Arc<OwnedFd>> {
         None
+    }
+
+    /// A read of `file` whose bytes wait in the kernel, in no host file:
+    /// up to `count` of them moved into a pipe (see
+    /// [`PipedFile::from_socket`]), to be spliced into the connection
+    /// uncopied, as [`Filesystem::read`] would have answered them. None
+    /// (the default): `read` answers, as it does for reads too small to be
+    /// worth a pipe.
+    fn read_piped(
+        &self,
+        _cx: &Cx,
+        _file: &Self::File,
+        _count: usize,
+    ) -> impl Future<Output = Option<PipedFile>> + Send {
+        async { None }
     }
 
     /// Writes `data` at `offset` (append-only files: at the end) and says

@@ -207,7 +207,7 @@ impl<F: Filesystem> Handler<'_, F> {
         while left > 0 {
             let want = credit.take(piece.min(left)).await;
             let (got, sent) = match self
-                .spliced(&s.file, offset, want as u32, Answer::Piece)
+                .spliced(&cx, &s.file, offset, want as u32, Answer::Piece)
                 .await
             {
                 Some(piped) => (piped.len(), Reply::Piped(piped)),

@@ -132,6 +132,39 @@ impl PipedFile {
         })
     }
 
+    /// Up to `count` bytes that have come on `socket`, moved into a new
+    /// pipe without waiting: WouldBlock while none have, empty once the
+    /// peer has ended the stream.
+    pub fn from_socket(socket: BorrowedFd<'_>, count: usize) -> io::Result<PipedFile> {
+        let (pipe, input) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+        let room = rustix::pipe::fcntl_setpipe_size(&input, count)
+            .or_else(|_| rustix::pipe::fcntl_getpipe_size(&input))?;
+        let want = count.min(room);
+        let mut len = 0;
+        while len < want {
+            match rustix::pipe::splice(
+                socket,
+                None,
+                &input,
+                None,
+                want - len,
+                SpliceFlags::NONBLOCK,
+            ) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(Errno::INTR) => {}
+                // The socket has no more for now, or the pipe no more room.
+                Err(Errno::AGAIN) if len > 0 => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(PipedFile {
+            pipe,
+            len,
+            _held: None,
+        })
+    }
+
     /// How many of `count` bytes from `offset` a read of `file` brings, by
     /// the file's size now (none where its size says nothing, as in /proc):
     /// a large read near the end of a file is a small read.

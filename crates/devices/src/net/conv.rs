@@ -10,6 +10,14 @@
 //! address, local address, interface address, each 16 bytes in IPv6 form;
 //! remote port, local port, each 2 bytes big-endian), which names where
 //! it came from or goes.
+//!
+//! A TCP call's incoming bytes wait in the kernel's socket buffer, and
+//! reads of `data` take them from there (large ones spliced into the 9P
+//! connection, uncopied): that buffer is the queue, and TCP's window its
+//! flow control, so a slow reader slows the sender and the gateway holds
+//! nothing. Once a module is pushed, a pump moves them up through the
+//! stream instead (its queue bounded by its high water mark), since the
+//! modules work on blocks in memory.
 
 use std::net::SocketAddr;
 use std::net::{IpAddr, Ipv6Addr};
@@ -21,9 +29,11 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use ninep_server::queue::{Block, Limits, Modules, Stream};
 use ninep_server::{Error, Result};
+use ninep_transport::PipedFile;
 use ninep_wire::Errno;
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -88,8 +98,13 @@ pub(crate) struct Conv {
     remote: Mutex<Option<SocketAddr>>,
     /// The tasks moving data between the socket and the stream.
     pumps: Mutex<Vec<JoinHandle<()>>>,
-    /// The call's socket, for its options (the pumps own its halves);
-    /// closed with them at hangup.
+    /// The receiving half of a TCP call while reads take from it directly
+    /// (until a module is pushed).
+    direct: Mutex<Option<Arc<OwnedReadHalf>>>,
+    /// One direct reader at a time, so that reads are atomic.
+    reader: tokio::sync::Mutex<()>,
+    /// The call's socket, for its options (the halves are the pumps' and
+    /// the direct readers'); closed with them at hangup.
     socket: Mutex<Option<OwnedFd>>,
     /// The keepalive interval asked for, applied to each call.
     keepalive: Mutex<Option<Duration>>,
@@ -97,8 +112,9 @@ pub(crate) struct Conv {
     udp: Mutex<Option<Arc<UdpSocket>>>,
     /// Datagrams carry Plan 9's UDP header (`headers`).
     headers: AtomicBool,
-    /// Wakes UDP reads at hangup.
-    hungup: Notify,
+    /// Wakes reads waiting on a socket at hangup, and direct reads when a
+    /// pump takes their socket over.
+    wake: Notify,
     /// The last ctl message's refusal, for peers whose dialect carries only
     /// an errno (9P2000.L).
     err: Mutex<String>,
@@ -129,11 +145,13 @@ impl Conv {
             local: Mutex::new(None),
             remote: Mutex::new(None),
             pumps: Mutex::new(Vec::new()),
+            direct: Mutex::new(None),
+            reader: tokio::sync::Mutex::new(()),
             socket: Mutex::new(None),
             keepalive: Mutex::new(None),
             udp: Mutex::new(None),
             headers: AtomicBool::new(false),
-            hungup: Notify::new(),
+            wake: Notify::new(),
             err: Mutex::new(String::new()),
         }
     }
@@ -184,7 +202,13 @@ impl Conv {
                 "bad ctl message {:?}: udp takes connect, announce, bind, headers, hangup",
                 msg.trim()
             ))),
-            _ => self.stream.ctl(msg).await,
+            _ => {
+                self.stream.ctl(msg).await?;
+                if words.first() == Some(&"push") {
+                    self.pump_up();
+                }
+                Ok(())
+            }
         }
     }
 
@@ -281,28 +305,11 @@ impl Conv {
         *self.local.lock() = tcp.local_addr().ok();
         *self.remote.lock() = tcp.peer_addr().ok();
         *self.state.lock() = State::Established;
-        let (mut rx, mut tx) = tcp.into_split();
-        let stream = self.stream.clone();
-        let up = tokio::spawn(async move {
-            let mut buf = BytesMut::new();
-            loop {
-                buf.reserve(SOCKET_READ);
-                match rx.read_buf(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let block = Block {
-                            data: buf.split().freeze(),
-                            delim: false,
-                        };
-                        if stream.device_write(block).await.is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-            // The peer is gone: readers get what came, then end of file.
-            stream.up_queue().hangup();
-        });
+        let (rx, mut tx) = tcp.into_split();
+        *self.direct.lock() = Some(Arc::new(rx));
+        if !self.stream.modules().is_empty() {
+            self.pump_up();
+        }
         let stream = self.stream.clone();
         let down = tokio::spawn(async move {
             loop {
@@ -314,8 +321,30 @@ impl Conv {
             }
             let _ = tx.shutdown().await;
         });
-        self.pumps.lock().extend([up, down]);
+        self.pumps.lock().push(down);
         Ok(())
+    }
+
+    /// Moves the call's incoming bytes up through the stream from now on,
+    /// rather than leaving them to direct reads.
+    fn pump_up(&self) {
+        let Some(rx) = self.direct.lock().take() else {
+            return;
+        };
+        self.wake.notify_waiters();
+        let stream = self.stream.clone();
+        let up = tokio::spawn(async move {
+            loop {
+                let data = read_socket((*rx).as_ref(), SOCKET_READ).await;
+                let block = Block { data, delim: false };
+                if block.data.is_empty() || stream.device_write(block).await.is_err() {
+                    break;
+                }
+            }
+            // The peer is gone: readers get what came, then end of file.
+            stream.up_queue().hangup();
+        });
+        self.pumps.lock().push(up);
     }
 
     async fn announce(&self, rules: &Rules, addr: &str) -> Result<()> {
@@ -368,8 +397,9 @@ impl Conv {
             pump.abort();
         }
         self.socket.lock().take();
+        self.direct.lock().take();
         self.udp.lock().take();
-        self.hungup.notify_waiters();
+        self.wake.notify_waiters();
     }
 
     /// The `local` file: `addr!port`.
@@ -431,6 +461,23 @@ fn show(addr: Option<SocketAddr>) -> String {
     }
 }
 
+/// Up to `max` bytes that have come on `tcp`, waiting while none have;
+/// empty at its end (an error ends the call too). Safe to drop while it
+/// waits: nothing has been taken then.
+async fn read_socket(tcp: &TcpStream, max: usize) -> Bytes {
+    let mut buf = BytesMut::with_capacity(max);
+    loop {
+        if tcp.readable().await.is_err() {
+            return Bytes::new();
+        }
+        match tcp.try_read_buf(&mut buf) {
+            Ok(_) => return buf.freeze(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return Bytes::new(),
+        }
+    }
+}
+
 fn io_error(what: &str, e: std::io::Error) -> Error {
     let errno = e.raw_os_error().map_or(Errno::EIO, |n| Errno(n as u32));
     Error::with_errno(errno, format!("{what}: {e}"))
@@ -468,8 +515,73 @@ impl Conv {
     pub(crate) async fn read_data(&self, count: usize) -> Result<Bytes> {
         self.check_data()?;
         match self.proto {
-            Proto::Tcp => Ok(self.stream.read(count).await),
+            Proto::Tcp => Ok(self.read_tcp(count).await),
             Proto::Udp => self.receive(count).await,
+        }
+    }
+
+    /// A read of a TCP call's `data`: taken from the socket while reads do
+    /// that, else from the stream.
+    async fn read_tcp(&self, count: usize) -> Bytes {
+        if count == 0 {
+            return Bytes::new();
+        }
+        let _reader = self.reader.lock().await;
+        let mut buf = BytesMut::with_capacity(count.min(SOCKET_READ));
+        match self.read_direct(|tcp| tcp.try_read_buf(&mut buf)).await {
+            Some(Ok(n)) if n > 0 => buf.freeze(),
+            Some(_) => {
+                // The peer is gone (or the call failed): end of file.
+                self.stream.up_queue().hangup();
+                Bytes::new()
+            }
+            None => self.stream.read(count).await,
+        }
+    }
+
+    /// A large read of a TCP call's `data` moved from the socket into a
+    /// pipe; None where it is not read directly (or the splice failed: the
+    /// usual read then reports why).
+    pub(crate) async fn read_piped(&self, count: usize) -> Option<PipedFile> {
+        if self.proto != Proto::Tcp || self.check_data().is_err() {
+            return None;
+        }
+        let _reader = self.reader.lock().await;
+        self.read_direct(|tcp| {
+            tcp.try_io(Interest::READABLE, || {
+                PipedFile::from_socket(tcp.as_fd(), count)
+            })
+        })
+        .await?
+        .ok()
+    }
+
+    /// Waits for the call's socket to have something and then `take`s it,
+    /// while reads take from the socket directly; None once they do not.
+    /// `take` runs with the socket held, so that once a pump has it no
+    /// direct read takes any more (what came first is read first).
+    async fn read_direct<T>(
+        &self,
+        mut take: impl FnMut(&TcpStream) -> std::io::Result<T>,
+    ) -> Option<std::io::Result<T>> {
+        loop {
+            let woken = self.wake.notified();
+            let rx = self.direct.lock().clone()?;
+            tokio::select! {
+                biased;
+                () = woken => continue,
+                ready = (*rx).as_ref().readable() => {
+                    if let Err(e) = ready {
+                        return Some(Err(e));
+                    }
+                }
+            }
+            let direct = self.direct.lock();
+            let Some(rx) = direct.as_ref() else { continue };
+            match take((**rx).as_ref()) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                done => return Some(done),
+            }
         }
     }
 
@@ -497,7 +609,7 @@ impl Conv {
     /// empty once hung up. Dropping it (a flushed read) takes nothing.
     async fn receive(&self, count: usize) -> Result<Bytes> {
         // Made before the socket is looked at, so no hangup slips between.
-        let hungup = self.hungup.notified();
+        let hungup = self.wake.notified();
         let Ok(socket) = self.udp_socket() else {
             return Ok(Bytes::new());
         };

@@ -31,6 +31,7 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use ninep_server::queue::{Conversations, Limits, Modules};
 use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, User};
+use ninep_transport::PipedFile;
 use ninep_wire::consts::unix::{S_IFDIR, S_IFREG};
 use ninep_wire::{Errno, Name, Qid, QidType};
 use parking_lot::Mutex;
@@ -336,6 +337,15 @@ impl Filesystem for NetFs {
                 Ok(text_at(&text, offset, count))
             }
             _ => Err(not_open()),
+        }
+    }
+
+    async fn read_piped(&self, _cx: &Cx, file: &NetFile, count: usize) -> Option<PipedFile> {
+        match (&file.node, &file.open) {
+            (Node::File(_, _, _, Part::Data), Some(Open::Conv(conv))) => {
+                conv.read_piped(count).await
+            }
+            _ => None,
         }
     }
 
