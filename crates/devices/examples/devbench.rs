@@ -242,7 +242,9 @@ const RUNS: usize = 3;
 
 /// CPU seconds process `pid` (none: this one) has used, all its threads.
 fn cpu_seconds(pid: Option<u32>) -> f64 {
-    let path = pid.map_or("/proc/self/stat".to_owned(), |pid| format!("/proc/{pid}/stat"));
+    let path = pid.map_or("/proc/self/stat".to_owned(), |pid| {
+        format!("/proc/{pid}/stat")
+    });
     let stat = std::fs::read_to_string(path).unwrap();
     // Fields after the command's closing parenthesis, from the third on:
     // utime and stime are the 14th and 15th.

@@ -442,14 +442,17 @@ async fn a_push_reaches_a_read_already_waiting() {
     assert_eq!(&got[..], &[9, 0, 0, 0, 1, 2, 3, 4, 5]);
 }
 
-/// The kernel's timer on the TCP socket whose local port is `port`, from
-/// /proc/net/tcp: 0 none, 1 retransmit, 2 keepalive.
+/// The kernel's timer on the established TCP socket whose local port is
+/// `port`, from /proc/net/tcp: 0 none, 1 retransmit, 2 keepalive. (A
+/// closed socket of another test may linger on the same port, in
+/// TIME_WAIT with a timer of its own.)
 fn tcp_timer(port: u16) -> Option<u8> {
+    const ESTABLISHED: &str = "01";
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
     table.lines().skip(1).find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let local_port = fields[1].rsplit(':').next()?;
-        (u16::from_str_radix(local_port, 16).ok()? == port)
+        (u16::from_str_radix(local_port, 16).ok()? == port && fields[3] == ESTABLISHED)
             .then(|| u8::from_str_radix(fields[5].split(':').next()?, 16).ok())
             .flatten()
     })

@@ -64,6 +64,45 @@ impl SpliceTarget {
     }
 }
 
+/// When [`splice_in`] stops short of what it was asked for.
+#[derive(Clone, Copy, PartialEq)]
+enum Stop {
+    /// At the end of the source only.
+    AtEnd,
+    /// Also once some came and the source has no more for now (or the
+    /// pipe no more room).
+    WhenDry,
+}
+
+/// Moves up to `want` bytes of `source` (from `offset`, and past it, for
+/// a file) into the pipe whose write end is `input`: how many.
+fn splice_in(
+    source: BorrowedFd<'_>,
+    mut offset: Option<&mut u64>,
+    input: &OwnedFd,
+    want: usize,
+    stop: Stop,
+) -> io::Result<usize> {
+    let mut len = 0;
+    while len < want {
+        match rustix::pipe::splice(
+            source,
+            offset.as_deref_mut(),
+            input,
+            None,
+            want - len,
+            SpliceFlags::NONBLOCK,
+        ) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(Errno::INTR) => {}
+            Err(Errno::AGAIN) if stop == Stop::WhenDry && len > 0 => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(len)
+}
+
 /// Bytes of a file held in a pipe, waiting to go into a socket.
 pub struct PipedFile {
     /// The pipe's read end; its write end is closed once it is filled.
@@ -109,22 +148,8 @@ impl PipedFile {
         if spanned.div_ceil(page) > room / page {
             return Err(io::ErrorKind::FileTooLarge.into());
         }
-        let (mut at, mut len) = (offset, 0);
-        while len < count {
-            match rustix::pipe::splice(
-                file,
-                Some(&mut at),
-                &input,
-                None,
-                count - len,
-                SpliceFlags::NONBLOCK,
-            ) {
-                Ok(0) => break,
-                Ok(n) => len += n,
-                Err(Errno::INTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let mut at = offset;
+        let len = splice_in(file, Some(&mut at), &input, count, Stop::AtEnd)?;
         Ok(PipedFile {
             pipe,
             len,
@@ -139,25 +164,7 @@ impl PipedFile {
         let (pipe, input) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
         let room = rustix::pipe::fcntl_setpipe_size(&input, count)
             .or_else(|_| rustix::pipe::fcntl_getpipe_size(&input))?;
-        let want = count.min(room);
-        let mut len = 0;
-        while len < want {
-            match rustix::pipe::splice(
-                socket,
-                None,
-                &input,
-                None,
-                want - len,
-                SpliceFlags::NONBLOCK,
-            ) {
-                Ok(0) => break,
-                Ok(n) => len += n,
-                Err(Errno::INTR) => {}
-                // The socket has no more for now, or the pipe no more room.
-                Err(Errno::AGAIN) if len > 0 => break,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let len = splice_in(socket, None, &input, count.min(room), Stop::WhenDry)?;
         Ok(PipedFile {
             pipe,
             len,
