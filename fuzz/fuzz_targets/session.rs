@@ -1113,7 +1113,10 @@ impl Scene {
 /// A ramfs whose files stay small: the fuzzer runs under a memory limit,
 /// and writes far out are what it tries first.
 fn ramfs() -> RamFs {
-    RamFs::with_max_file_size(1 << 20)
+    RamFs::with_limits(ninep_ramfs::Limits {
+        max_file_size: 1 << 20,
+        ..ninep_ramfs::Limits::default()
+    })
 }
 
 fn limits() -> Limits {

@@ -47,6 +47,14 @@ pub struct Args {
     limits: LimitArgs,
     #[command(flatten)]
     devices: crate::devices::DeviceArgs,
+    /// Largest file of a ramfs, in bytes: a write or truncation past it
+    /// is refused (EFBIG).
+    #[arg(long, default_value_t = ninep_ramfs::MAX_FILE_SIZE, value_name = "BYTES")]
+    ramfs_max_file_size: u64,
+    /// Most bytes all files of a ramfs hold together, past which writes
+    /// are refused (ENOSPC); by default half of the machine's memory.
+    #[arg(long, value_name = "BYTES")]
+    ramfs_max_bytes: Option<u64>,
 }
 
 /// The limits of a server, as flags.
@@ -118,7 +126,14 @@ impl LimitArgs {
 pub async fn run(args: Args) -> Result<ExitCode> {
     let limits = args.limits.limits();
     match args.tree.as_str() {
-        "ramfs" => serve(RamFs::new(), limits, &args).await,
+        "ramfs" => {
+            let defaults = ninep_ramfs::Limits::default();
+            let ramfs = RamFs::with_limits(ninep_ramfs::Limits {
+                max_file_size: args.ramfs_max_file_size,
+                max_bytes: args.ramfs_max_bytes.unwrap_or(defaults.max_bytes),
+            });
+            serve(ramfs, limits, &args).await
+        }
         "taskbag" => serve(Taskbag::new(), limits, &args).await,
         "pipe" => serve(args.devices.pipe(), limits, &args).await,
         "net" => serve(args.devices.net()?, limits, &args).await,

@@ -5,7 +5,9 @@
 
 mod nodes;
 pub mod ramfs;
+mod space;
 pub mod taskbag;
 
 pub use ramfs::RamFs;
+pub use space::{Limits, MAX_FILE_SIZE};
 pub use taskbag::Taskbag;

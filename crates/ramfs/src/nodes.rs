@@ -9,6 +9,7 @@ use ninep_wire::consts::unix::*;
 use ninep_wire::{Errno, NONUNAME, Name, Qid, QidType};
 
 use crate::ramfs::ROOT;
+use crate::space::Contents;
 
 #[derive(Debug)]
 pub(crate) struct State {
@@ -41,7 +42,7 @@ pub(crate) struct Node {
 
 #[derive(Debug)]
 pub(crate) enum Kind {
-    File(Vec<u8>),
+    File(Contents),
     Dir(BTreeMap<String, u64>),
     Symlink(String),
     /// Device, fifo or socket: `ty` is the S_IF* type.
@@ -100,7 +101,7 @@ impl Node {
 
     pub(crate) fn attr(&self, path: u64) -> Attr {
         let (ty, size, rdev) = match &self.kind {
-            Kind::File(data) => (S_IFREG, data.len() as u64, 0),
+            Kind::File(data) => (S_IFREG, data.bytes().len() as u64, 0),
             Kind::Dir(entries) => (S_IFDIR, entries.len() as u64, 0),
             Kind::Symlink(target) => (S_IFLNK, target.len() as u64, 0),
             Kind::Special { ty, rdev } => (*ty, 0, *rdev),

@@ -8,6 +8,7 @@
 
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use ninep_server::{
@@ -19,6 +20,7 @@ use ninep_wire::consts::unix::*;
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, QidType};
 
 use crate::nodes::{Kind, Node, State, owner};
+use crate::space::{Contents, Limits, Space};
 
 /// The qid path of the root directory.
 pub const ROOT: u64 = 1;
@@ -27,15 +29,8 @@ pub const ROOT: u64 = 1;
 #[derive(Debug)]
 pub struct RamFs {
     state: Mutex<State>,
-    /// The largest a file may grow, by a write or a truncation: its bytes
-    /// are the server's memory, and a single write at a far offset would
-    /// otherwise ask for all of it.
-    max_file_size: u64,
+    space: Arc<Space>,
 }
-
-/// The largest a file grows unless [`RamFs::with_max_file_size`] says
-/// otherwise.
-pub const MAX_FILE_SIZE: u64 = 1 << 30;
 
 /// What a fid refers to: a node, by qid path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +43,14 @@ impl Default for RamFs {
 }
 
 impl RamFs {
-    /// An empty tree: a root directory owned by `none`, mode 0777.
+    /// An empty tree: a root directory owned by `none`, mode 0777, held
+    /// to the default [`Limits`].
     pub fn new() -> RamFs {
+        RamFs::with_limits(Limits::default())
+    }
+
+    /// The same, held to `limits`.
+    pub fn with_limits(limits: Limits) -> RamFs {
         let mut nodes = HashMap::new();
         let root = Node::new(
             ROOT,
@@ -65,25 +66,8 @@ impl RamFs {
                 nodes,
                 next_path: ROOT + 1,
             }),
-            max_file_size: MAX_FILE_SIZE,
+            space: Space::new(limits),
         }
-    }
-
-    /// The same, with files of at most `bytes` (writes and truncations
-    /// past it are refused with EFBIG).
-    pub fn with_max_file_size(bytes: u64) -> RamFs {
-        RamFs {
-            max_file_size: bytes,
-            ..RamFs::new()
-        }
-    }
-
-    /// `size` as a file's length, if a file may be that long.
-    fn file_size(&self, size: u64) -> Result<usize> {
-        usize::try_from(size)
-            .ok()
-            .filter(|_| size <= self.max_file_size)
-            .ok_or_else(|| Error::from_errno(Errno::EFBIG))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -171,7 +155,7 @@ impl Filesystem for RamFs {
             node.gid = gid.clone();
         }
         if let (Some(size), Kind::File(data)) = (set.size, &mut node.kind) {
-            data.resize(self.file_size(size)?, 0);
+            data.resize(size)?;
             node.touch(owner(&cx.user).0);
         }
         let at = |t: SetTime| match t {
@@ -197,7 +181,7 @@ impl Filesystem for RamFs {
             && !append
             && let Kind::File(data) = &mut node.kind
         {
-            data.clear();
+            data.resize(0)?;
             node.touch(owner(&cx.user).0);
         }
         Ok(Opened {
@@ -221,7 +205,14 @@ impl Filesystem for RamFs {
             // Plan 9: a new file gets at most the directory's rw bits.
             perm &= !0o666 | (state.node(dir.0)?.perm & 0o666);
         }
-        let (path, _) = state.insert(dir.0, name, Kind::File(Vec::new()), perm, &cx.user, gid)?;
+        let (path, _) = state.insert(
+            dir.0,
+            name,
+            Kind::File(Contents::new(&self.space)),
+            perm,
+            &cx.user,
+            gid,
+        )?;
         let node = state.node_mut(path)?;
         for (dm, q) in [
             (DMAPPEND, QidType::APPEND),
@@ -276,7 +267,7 @@ impl Filesystem for RamFs {
     ) -> Result<Qid> {
         let ty = mode & S_IFMT;
         let kind = match ty {
-            S_IFREG | 0 => Kind::File(Vec::new()),
+            S_IFREG | 0 => Kind::File(Contents::new(&self.space)),
             S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK => Kind::Special {
                 ty,
                 rdev: ninep_wire::convert::makedev(major, minor),
@@ -317,6 +308,7 @@ impl Filesystem for RamFs {
         let Kind::File(data) = &node.kind else {
             return Err(Error::from_errno(Errno::EINVAL));
         };
+        let data = data.bytes();
         let len = data.len() as u64;
         let start = offset.min(len) as usize;
         let end = offset.saturating_add(count as u64).min(len) as usize;
@@ -333,16 +325,11 @@ impl Filesystem for RamFs {
             return Err(Error::from_errno(Errno::EINVAL));
         };
         let start = if append {
-            contents.len() as u64
+            contents.bytes().len() as u64
         } else {
             offset
         };
-        let end = self.file_size(start.saturating_add(data.len() as u64))?;
-        let start = end - data.len();
-        if end > contents.len() {
-            contents.resize(end, 0);
-        }
-        contents[start..end].copy_from_slice(&data);
+        contents.write_at(start, &data)?;
         node.touch(owner(&cx.user).0);
         Ok(data.len() as u32)
     }

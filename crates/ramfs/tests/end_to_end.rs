@@ -1,5 +1,6 @@
 //! Our client against ramfs and taskbag over real sockets, in every dialect.
 
+use bytes::Bytes;
 use ninep_client::{Client, Options};
 use ninep_ramfs::{RamFs, Taskbag};
 use ninep_server::Server;
@@ -184,7 +185,14 @@ async fn taskbag_moves_questions_through_the_bag() {
 /// asking for the memory, and the file stays as it was.
 #[tokio::test]
 async fn files_grow_no_larger_than_allowed() {
-    let addr = start(RamFs::with_max_file_size(1 << 20), "ram-max-size").await;
+    let addr = start(
+        RamFs::with_limits(ninep_ramfs::Limits {
+            max_file_size: 1 << 20,
+            ..ninep_ramfs::Limits::default()
+        }),
+        "ram-max-size",
+    )
+    .await;
     let fsys = connect(&addr, Dialect::L)
         .await
         .attach("glenda", "")
@@ -206,4 +214,63 @@ async fn files_grow_no_larger_than_allowed() {
     // Up to the limit is allowed.
     assert_eq!(file.write_at((1 << 20) - 1, "z".into()).await.unwrap(), 1);
     assert_eq!(fsys.stat("f").await.unwrap().size, 1 << 20);
+}
+
+/// All files together hold no more than the server allows: past it a
+/// write or truncation is refused (ENOSPC), and what a removal, a
+/// truncation or an overwrite gives back may be written again.
+#[tokio::test]
+async fn the_tree_holds_no_more_than_allowed() {
+    const MAX: u64 = 1 << 20;
+    let limits = ninep_ramfs::Limits {
+        max_file_size: MAX,
+        max_bytes: MAX,
+    };
+    let addr = start(RamFs::with_limits(limits), "ram-max-bytes").await;
+    let fsys = connect(&addr, Dialect::L)
+        .await
+        .attach("glenda", "")
+        .await
+        .unwrap();
+    let half = Bytes::from(vec![7u8; (MAX / 2) as usize]);
+    let one = fsys.create("one", 0o644, O_RDWR).await.unwrap();
+    one.write_all_at(0, half.clone()).await.unwrap();
+    let two = fsys.create("two", 0o644, O_RDWR).await.unwrap();
+    two.write_all_at(0, half.clone()).await.unwrap();
+    // Full: a third file can be made but holds nothing.
+    let three = fsys.create("three", 0o644, O_RDWR).await.unwrap();
+    let full = three.write_at(0, "x".into()).await.unwrap_err();
+    assert_eq!(full.errno(), ninep_wire::Errno::ENOSPC);
+    let grow = ninep_client::SetAttr {
+        size: Some(1),
+        ..ninep_client::SetAttr::default()
+    };
+    let err = three.fid().setattr(&grow).await.unwrap_err();
+    assert_eq!(err.errno(), ninep_wire::Errno::ENOSPC);
+    assert_eq!(fsys.stat("three").await.unwrap().size, 0);
+
+    // A removal gives its bytes back.
+    drop(one);
+    fsys.remove("one").await.unwrap();
+    three.write_all_at(0, half.clone()).await.unwrap();
+    // A truncation gives back, and an overwrite (O_TRUNC) too.
+    let shrink = ninep_client::SetAttr {
+        size: Some(MAX / 4),
+        ..ninep_client::SetAttr::default()
+    };
+    two.fid().setattr(&shrink).await.unwrap();
+    let quarter = Bytes::from(vec![1u8; (MAX / 4) as usize]);
+    three.write_all_at(MAX / 2, quarter.clone()).await.unwrap();
+    assert_eq!(
+        three
+            .write_at(3 * MAX / 4, "x".into())
+            .await
+            .unwrap_err()
+            .errno(),
+        ninep_wire::Errno::ENOSPC
+    );
+    drop(two);
+    let two = fsys.open("two", O_RDWR | O_TRUNC).await.unwrap();
+    two.write_all_at(0, quarter).await.unwrap();
+    assert_eq!(fsys.stat("three").await.unwrap().size, 3 * MAX / 4);
 }
