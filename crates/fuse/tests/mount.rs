@@ -96,11 +96,7 @@ impl Drop for Scene {
 }
 
 /// Serves a ramfs and mounts it; the session unmounts when dropped.
-async fn mounted(
-    name: &str,
-    cache: Cache,
-    dialect: Dialect,
-) -> (Scene, PathBuf, fuser::BackgroundSession) {
+async fn mounted(name: &str, cache: Cache, dialect: Dialect) -> (Scene, PathBuf, support::Mounted) {
     mounted_fs(name, cache, dialect, RamFs::new()).await
 }
 
@@ -110,7 +106,7 @@ async fn mounted_fs(
     cache: Cache,
     dialect: Dialect,
     fs: impl Filesystem,
-) -> (Scene, PathBuf, fuser::BackgroundSession) {
+) -> (Scene, PathBuf, support::Mounted) {
     let base = std::env::temp_dir().join(format!("ninep-fuse-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("mnt")).unwrap();
@@ -782,10 +778,7 @@ struct Unmount(PathBuf);
 
 impl Drop for Unmount {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
+        support::detach(&self.0);
         let _ = std::fs::remove_dir(&self.0);
     }
 }

@@ -96,7 +96,7 @@ async fn mounted(
     name: &str,
     dialect: Dialect,
     path: fn(u64) -> u64,
-) -> (PathBuf, fuser::BackgroundSession) {
+) -> (PathBuf, support::Mounted) {
     let base = std::env::temp_dir().join(format!("ninep-fuse-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("mnt")).unwrap();

@@ -1,6 +1,6 @@
 //! A served file system and a mount of it, for the mount's tests.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ninep_client::{Client, Options};
 use ninep_fuse::Cache;
@@ -19,14 +19,51 @@ pub async fn serve(fs: impl Filesystem, addr: &Addr) {
     });
 }
 
+/// A mount for a test: dropping it ends the session, and detaches the
+/// mount if the session's own unmount left it (busy at that moment), so
+/// that no test leaves a mount behind.
+pub struct Mounted {
+    session: Option<fuser::BackgroundSession>,
+    mnt: PathBuf,
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        drop(self.session.take());
+        if is_mounted(&self.mnt) {
+            eprintln!(
+                "{}: still mounted after the session ended; detached",
+                self.mnt.display()
+            );
+            detach(&self.mnt);
+        }
+    }
+}
+
+/// Whether something is mounted on `path`.
+pub fn is_mounted(path: &Path) -> bool {
+    let Ok(path) = path.canonicalize() else {
+        return false;
+    };
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    table
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .any(|point| Path::new(point) == path)
+}
+
+/// Detaches what is mounted on `path`, lazily (whatever still holds it
+/// keeps it until it lets go).
+pub fn detach(path: &Path) {
+    let _ = std::process::Command::new("umount")
+        .arg("-l")
+        .arg(path)
+        .status();
+}
+
 /// Mounts the tree served at `addr` on `mnt`, speaking `dialect` as root;
-/// the session unmounts when dropped.
-pub async fn mount(
-    addr: &Addr,
-    dialect: Dialect,
-    cache: Cache,
-    mnt: &Path,
-) -> fuser::BackgroundSession {
+/// the mount goes when the result is dropped.
+pub async fn mount(addr: &Addr, dialect: Dialect, cache: Cache, mnt: &Path) -> Mounted {
     let options = Options {
         dialect: Some(dialect),
         ..Options::default()
@@ -35,7 +72,7 @@ pub async fn mount(
         .await
         .unwrap();
     let fsys = client.attach_as("root", 0, "").await.unwrap();
-    ninep_fuse::mount(
+    let session = ninep_fuse::mount(
         fsys,
         mnt,
         &ninep_fuse::Options {
@@ -44,5 +81,9 @@ pub async fn mount(
             ..Default::default()
         },
     )
-    .expect("mount (is /dev/fuse there and fusermount3 installed?)")
+    .expect("mount (is /dev/fuse there and fusermount3 installed?)");
+    Mounted {
+        session: Some(session),
+        mnt: mnt.to_owned(),
+    }
 }
