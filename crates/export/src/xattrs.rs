@@ -5,7 +5,6 @@
 use bytes::Bytes;
 use ninep_server::{Error, Result};
 use ninep_wire::Errno;
-use ninep_wire::consts::dotl;
 use rustix::fs::FileType;
 
 use crate::{Export, ExportFile, errno};
@@ -55,9 +54,7 @@ pub(crate) async fn set(
                 return Err(Error::not_supported());
             }
             let path = inner.proc_path(&node);
-            if value.is_empty() && flags & dotl::XATTR_CREATE == 0 {
-                // Linux's client removes an attribute by setting it empty
-                // (with XATTR_REPLACE), as QEMU understands it.
+            if ninep_server::fs::removes_xattr(&value, flags) {
                 return rustix::fs::removexattr(path.as_str(), name.as_str()).map_err(errno);
             }
             let f = rustix::fs::XattrFlags::from_bits_retain(flags);

@@ -32,6 +32,12 @@ pub struct RamFs {
     space: Arc<Space>,
 }
 
+/// The most bytes of names and values a file's extended attributes hold
+/// together (as ext4 holds a file's in one block, more generously):
+/// past it a set is refused with ENOSPC, so that attributes cannot
+/// grow without bound as the file's data cannot.
+pub const MAX_XATTR_BYTES: usize = 64 * 1024;
+
 /// What a fid refers to: a node, by qid path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RamFile(pub u64);
@@ -438,6 +444,22 @@ impl Filesystem for RamFs {
         }
         if flags & XATTR_REPLACE != 0 && !exists {
             return Err(Error::from_errno(Errno::ENODATA));
+        }
+        if ninep_server::fs::removes_xattr(&value, flags) {
+            node.xattrs
+                .remove(name)
+                .ok_or_else(|| Error::from_errno(Errno::ENODATA))?;
+            node.ctime = Time::now();
+            return Ok(());
+        }
+        let others: usize = node
+            .xattrs
+            .iter()
+            .filter(|(key, _)| *key != name)
+            .map(|(key, value)| key.len() + value.len())
+            .sum();
+        if others + name.len() + value.len() > MAX_XATTR_BYTES {
+            return Err(Error::from_errno(Errno::ENOSPC));
         }
         node.xattrs.insert(name.to_owned(), value);
         node.ctime = Time::now();

@@ -274,3 +274,30 @@ async fn the_tree_holds_no_more_than_allowed() {
     two.write_all_at(0, quarter).await.unwrap();
     assert_eq!(fsys.stat("three").await.unwrap().size, 3 * MAX / 4);
 }
+
+/// A file's extended attributes hold at most 64 KiB together: past it a
+/// set is refused (ENOSPC), and an attribute replaced counts once.
+#[tokio::test]
+async fn extended_attributes_hold_no_more_than_allowed() {
+    let addr = start(RamFs::new(), "ram-xattrs").await;
+    let fsys = connect(&addr, Dialect::L)
+        .await
+        .attach("glenda", "")
+        .await
+        .unwrap();
+    fsys.create("f", 0o644, O_RDWR).await.unwrap();
+    let fid = fsys.walk("f").await.unwrap();
+    let value = Bytes::from(vec![7u8; 30 * 1024]);
+    fid.set_xattr("user.one", value.clone(), 0).await.unwrap();
+    fid.set_xattr("user.two", value.clone(), 0).await.unwrap();
+    // Replacing counts the new value only.
+    fid.set_xattr("user.two", value.clone(), 0).await.unwrap();
+    let full = fid.set_xattr("user.three", value, 0).await.unwrap_err();
+    assert_eq!(full.errno(), ninep_wire::Errno::ENOSPC);
+    assert!(fid.xattr("user.three").await.is_err());
+    fid.remove_xattr("user.one").await.unwrap();
+    assert!(fid.xattr("user.one").await.is_err(), "removed");
+    let again = Bytes::from(vec![8u8; 30 * 1024]);
+    fid.set_xattr("user.three", again.clone(), 0).await.unwrap();
+    assert_eq!(fid.xattr("user.three").await.unwrap(), again);
+}

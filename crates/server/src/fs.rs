@@ -505,8 +505,8 @@ pub trait Filesystem: Send + Sync + 'static {
         }
     }
 
-    /// Sets extended attribute `name` (flags as setxattr(2)); an empty value
-    /// with flags 0 after a Txattrcreate of size 0 removes it.
+    /// Sets extended attribute `name` (flags as setxattr(2)), or removes
+    /// it where [`removes_xattr`] says the request is a removal.
     fn xattr_set(
         &self,
         _cx: &Cx,
@@ -522,4 +522,11 @@ pub trait Filesystem: Send + Sync + 'static {
     fn clunk(&self, _cx: &Cx, _file: Self::File) -> impl Future<Output = Result<()>> + Send {
         async { Ok(()) }
     }
+}
+
+/// Whether a Txattrcreate of `value` with `flags` removes the attribute:
+/// an empty value not asked to be created, as Linux's client removes one
+/// (an empty value with XATTR_REPLACE), and as QEMU and diod take it.
+pub fn removes_xattr(value: &[u8], flags: u32) -> bool {
+    value.is_empty() && flags & dotl::XATTR_CREATE == 0
 }
