@@ -23,7 +23,8 @@ pub struct DeviceArgs {
     #[arg(long, default_value_t = net::Options::default().conversations)]
     max_conversations: usize,
     /// Addresses `connect` may reach (serve net): comma-separated
-    /// ADDR!PORT patterns, * for any part.
+    /// HOST!PORT patterns, HOST an address, a network (10.0.0.0/24) or *,
+    /// PORT a number or *.
     #[arg(long, default_value = "*!*", value_name = "PATTERNS")]
     dial_allow: String,
     /// Addresses `announce` may listen on (serve net); none by default.

@@ -300,6 +300,47 @@ fn median(runs: &[Bulk]) -> Bulk {
     }
 }
 
+/// The same bulk runs through socat relaying to `port` from a process of
+/// its own with 256 KiB buffers: a byte relay with no protocol, the bound
+/// for any gateway that adds a hop and a process. Skipped without socat.
+async fn relayed(port: u16, total: usize, direct: &Bulk) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay_port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let Ok(mut socat) = std::process::Command::new("socat")
+        .args([
+            "-b",
+            "262144",
+            &format!("TCP-LISTEN:{relay_port},bind=127.0.0.1,reuseaddr,fork"),
+            &format!("TCP:127.0.0.1:{port}"),
+        ])
+        .spawn()
+    else {
+        println!("  through socat: skipped (no socat)");
+        return;
+    };
+    let mut runs = Vec::new();
+    for _ in 0..RUNS {
+        let mut relay = loop {
+            match TcpStream::connect(("127.0.0.1", relay_port)).await {
+                Ok(tcp) => break tcp,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        runs.push(bulk(&mut relay, total).await);
+    }
+    let _ = socat.kill();
+    let _ = socat.wait();
+    let n = median(&runs);
+    println!(
+        "  through socat (a byte relay, its own process), median of {RUNS}: send {:.0} MB/s ({:.2}x direct), receive {:.0} MB/s ({:.2}x direct)",
+        n.send,
+        n.send / direct.send,
+        n.receive,
+        n.receive / direct.receive
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let mib: usize = std::env::args()
@@ -353,6 +394,7 @@ async fn main() {
         "  direct (median of {RUNS}): send {:.0} MB/s, receive {:.0} MB/s, cpu {:.2} ms/MiB",
         direct.send, direct.receive, direct.cpu_ms_per_mib
     );
+    relayed(port, total, &direct).await;
     let gateways = match std::env::var("DEVBENCH_GATEWAY") {
         Ok(gw) => vec![(format!("{gw} (its own process)"), None, gw)],
         Err(_) => {
