@@ -3,8 +3,10 @@
 
 mod common;
 
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use ninep_client::{File, Fsys};
@@ -440,6 +442,68 @@ async fn a_push_reaches_a_read_already_waiting() {
     peer.write_all(&[2, 3, 4, 5, 20, 0]).await.unwrap();
     let got = waiting.await.unwrap();
     assert_eq!(&got[..], &[9, 0, 0, 0, 1, 2, 3, 4, 5]);
+}
+
+/// A call to a fresh peer, conversation 0's `data` open for reading, and
+/// the peer's end.
+async fn call_a_peer() -> (
+    ninep_server::Spawned,
+    Fsys,
+    File,
+    File,
+    tokio::net::TcpStream,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (server, net, ctl_fid) = called(Options::default(), port).await;
+    let (peer, _) = listener.accept().await.unwrap();
+    let data = net.open("tcp/0/data", O_RDONLY).await.unwrap();
+    (server, net, ctl_fid, data, peer)
+}
+
+/// Reads `data` to its end (or `want` bytes) in reads of `count`, each
+/// given 5 s.
+async fn read_through(data: &File, count: u32, want: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    while got.len() < want {
+        let read = tokio::time::timeout(Duration::from_secs(5), data.read_at(0, count));
+        let piece = read.await.expect("a read waits with bytes there").unwrap();
+        if piece.is_empty() {
+            break;
+        }
+        got.extend_from_slice(&piece);
+    }
+    got
+}
+
+/// What a peer sent before it reset the connection (closing with unread
+/// input does) is read whole, by small reads and by spliced ones.
+#[tokio::test]
+async fn what_came_before_a_reset_is_read() {
+    for count in [8192, 1 << 20] {
+        let (_server, _net, _ctl, data, mut peer) = call_a_peer().await;
+        peer.write_all(&[7; 60_000]).await.unwrap();
+        rustix::net::sockopt::set_socket_linger(&peer, Some(Duration::ZERO)).unwrap();
+        drop(peer);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let got = read_through(&data, count, usize::MAX).await;
+        assert_eq!(got.len(), 60_000, "reads of {count}");
+    }
+}
+
+/// A byte of urgent data (telnet's Synch, ftp's ABOR) stops no read: what
+/// follows it is read, by small reads and by large ones (splice stops at
+/// the urgent mark, recv reads past it).
+#[tokio::test]
+async fn urgent_data_stops_no_read() {
+    for count in [8192, 1 << 20] {
+        let (_server, _net, _ctl, data, mut peer) = call_a_peer().await;
+        rustix::net::send(peer.as_fd(), b"!", rustix::net::SendFlags::OOB).unwrap();
+        peer.write_all(b"after the urgent byte").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let got = read_through(&data, count, 21).await;
+        assert_eq!(got, b"after the urgent byte", "reads of {count}");
+    }
 }
 
 /// The kernel's timer on the established TCP socket whose local port is

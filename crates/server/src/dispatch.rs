@@ -444,7 +444,7 @@ impl<F: Filesystem> Handler<'_, F> {
     /// spliced into the connection: for a large read of a file that lives
     /// on the host, or of one whose bytes wait in the kernel
     /// ([`Filesystem::read_piped`]), while a pipe may be held (see
-    /// `Conn::splice_permit`). None: read it the usual way (also when
+    /// `Conn::pipe_leave`). None: read it the usual way (also when
     /// splicing fails: a file system that cannot, or an error the usual
     /// read will report).
     pub(crate) async fn spliced(
@@ -459,14 +459,13 @@ impl<F: Filesystem> Handler<'_, F> {
             return None;
         }
         let Some(host) = self.fs().host_file(file) else {
-            let permit = self.conn.splice_permit(answer)?;
-            let piped = self.fs().read_piped(cx, file, count as usize).await?;
-            return Some(piped.holding(permit));
+            let leave = self.conn.pipe_leave(answer)?;
+            return self.fs().read_piped(cx, file, count as usize, &leave).await;
         };
         if PipedFile::would_bring(host.as_fd(), offset, count as usize) < SPLICE_MIN as usize {
             return None;
         }
-        let permit = self.conn.splice_permit(answer)?;
+        let permit = self.conn.pipe_leave(answer)?.take()?;
         let count = match answer {
             Answer::Read => count as usize,
             // To a page boundary, a piece fits a pipe of its size wherever

@@ -10,6 +10,8 @@ use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use tokio::sync::Semaphore;
+
 use bytes::Bytes;
 use ninep_transport::PipedFile;
 use ninep_wire::consts::{dotl, unix};
@@ -358,15 +360,17 @@ pub trait Filesystem: Send + Sync + 'static {
 
     /// A read of `file` whose bytes wait in the kernel, in no host file:
     /// up to `count` of them moved into a pipe (see
-    /// [`PipedFile::from_socket`]), to be spliced into the connection
-    /// uncopied, as [`Filesystem::read`] would have answered them. None
-    /// (the default): `read` answers, as it does for reads too small to be
-    /// worth a pipe.
+    /// [`PipedFile::from_socket`]) that holds what `leave` gives once they
+    /// are there, to be spliced into the connection uncopied, as
+    /// [`Filesystem::read`] would have answered them. None (the default,
+    /// and when `leave` gives nothing): `read` answers, as it does for
+    /// reads too small to be worth a pipe.
     fn read_piped(
         &self,
         _cx: &Cx,
         _file: &Self::File,
         _count: usize,
+        _leave: &PipeLeave,
     ) -> impl Future<Output = Option<PipedFile>> + Send {
         async { None }
     }
@@ -521,6 +525,30 @@ pub trait Filesystem: Send + Sync + 'static {
     /// The fid is gone. The default drops the file.
     fn clunk(&self, _cx: &Cx, _file: Self::File) -> impl Future<Output = Result<()>> + Send {
         async { Ok(()) }
+    }
+}
+
+/// Leave to hold a pipe for a read spliced into the connection, within
+/// the session's and the server's share of pipes (`Limits::spliced_reads`).
+/// Taken only once there is something to move, so that a read waiting for
+/// bytes to come holds no pipe meanwhile.
+#[derive(Debug)]
+pub struct PipeLeave {
+    session: Arc<Semaphore>,
+    server: Arc<Semaphore>,
+}
+
+impl PipeLeave {
+    pub(crate) fn new(session: Arc<Semaphore>, server: Arc<Semaphore>) -> PipeLeave {
+        PipeLeave { session, server }
+    }
+
+    /// One pipe's share, if there is one: to be kept with the pipe
+    /// ([`PipedFile::holding`]) until its bytes are sent.
+    pub fn take(&self) -> Option<impl Send + Sync + 'static> {
+        let ours = self.session.clone().try_acquire_owned().ok()?;
+        let server = self.server.clone().try_acquire_owned().ok()?;
+        Some((ours, server))
     }
 }
 

@@ -41,7 +41,7 @@ use crate::clunk::{self, Ending};
 use crate::dispatch::{Answer, Handler, Reply, Resolved};
 use crate::error::Error;
 use crate::fids::{Entry, Fids, Pending, Refusal};
-use crate::fs::{Filesystem, User};
+use crate::fs::{Filesystem, PipeLeave, User};
 use crate::server::Shared;
 use crate::stream::{self, StreamIo};
 
@@ -245,21 +245,20 @@ impl<F: Filesystem> Conn<F> {
     }
 
     /// Leave to answer a read with data spliced from a pipe, while the
-    /// connection is a plain socket, the reply will not be kept for a
-    /// resume to send again (the pipe would be read into memory for it),
-    /// and the session and the server are within their share of pipes
-    /// (`spliced_reads`).
-    pub(crate) fn splice_permit(&self, answer: Answer) -> Option<impl Send + Sync + 'static> {
-        {
-            let live = self.live.lock();
-            let kept = answer == Answer::Read && live.kept.is_some();
-            if kept || !live.replies.splices() {
-                return None;
-            }
+    /// connection is a plain socket and the reply will not be kept for a
+    /// resume to send again (the pipe would be read into memory for it);
+    /// the pipe itself is had within the session's and the server's share
+    /// (see [`PipeLeave`]).
+    pub(crate) fn pipe_leave(&self, answer: Answer) -> Option<PipeLeave> {
+        let live = self.live.lock();
+        let kept = answer == Answer::Read && live.kept.is_some();
+        if kept || !live.replies.splices() {
+            return None;
         }
-        let ours = self.spliced_reads.clone().try_acquire_owned().ok()?;
-        let server = self.shared.spliced_reads.clone().try_acquire_owned().ok()?;
-        Some((ours, server))
+        Some(PipeLeave::new(
+            self.spliced_reads.clone(),
+            self.shared.spliced_reads.clone(),
+        ))
     }
 }
 

@@ -70,7 +70,8 @@ enum Stop {
     /// At the end of the source only.
     AtEnd,
     /// Also once some came and the source has no more for now (or the
-    /// pipe no more room).
+    /// pipe no more room), or fails: what came is not to be lost, and the
+    /// next read meets the failure.
     WhenDry,
 }
 
@@ -96,7 +97,7 @@ fn splice_in(
             Ok(0) => break,
             Ok(n) => len += n,
             Err(Errno::INTR) => {}
-            Err(Errno::AGAIN) if stop == Stop::WhenDry && len > 0 => break,
+            Err(_) if stop == Stop::WhenDry && len > 0 => break,
             Err(e) => return Err(e.into()),
         }
     }

@@ -28,11 +28,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ninep_server::queue::{Block, Limits, Modules, Stream};
-use ninep_server::{Error, Result};
+use ninep_server::{Error, PipeLeave, Result};
 use ninep_transport::PipedFile;
 use ninep_wire::Errno;
 use parking_lot::Mutex;
-use tokio::io::{AsyncWriteExt, Interest};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
 use tokio::sync::Notify;
@@ -328,6 +328,9 @@ impl Conv {
     /// Moves the call's incoming bytes up through the stream from now on,
     /// rather than leaving them to direct reads.
     fn pump_up(&self) {
+        // Held until the pump is among them, so that a hangup, which takes
+        // the socket from direct reads before it stops the pumps, stops it.
+        let mut pumps = self.pumps.lock();
         let Some(rx) = self.direct.lock().take() else {
             return;
         };
@@ -344,7 +347,7 @@ impl Conv {
             // The peer is gone: readers get what came, then end of file.
             stream.up_queue().hangup();
         });
-        self.pumps.lock().push(up);
+        pumps.push(up);
     }
 
     async fn announce(&self, rules: &Rules, addr: &str) -> Result<()> {
@@ -393,11 +396,11 @@ impl Conv {
     pub(crate) fn hangup(&self) {
         self.stream.hangup();
         *self.state.lock() = State::Hungup;
+        self.direct.lock().take();
         for pump in self.pumps.lock().drain(..) {
             pump.abort();
         }
         self.socket.lock().take();
-        self.direct.lock().take();
         self.udp.lock().take();
         self.wake.notify_waiters();
     }
@@ -540,20 +543,35 @@ impl Conv {
     }
 
     /// A large read of a TCP call's `data` moved from the socket into a
-    /// pipe; None where it is not read directly (or the splice failed: the
-    /// usual read then reports why).
-    pub(crate) async fn read_piped(&self, count: usize) -> Option<PipedFile> {
+    /// pipe held with what `leave` gives; None where it is not read
+    /// directly, or the usual read should take it (no pipe to be had, a
+    /// failed splice, whose error it then reports).
+    pub(crate) async fn read_piped(&self, count: usize, leave: &PipeLeave) -> Option<PipedFile> {
         if self.proto != Proto::Tcp || self.check_data().is_err() {
             return None;
         }
         let _reader = self.reader.lock().await;
-        self.read_direct(|tcp| {
-            tcp.try_io(Interest::READABLE, || {
-                PipedFile::from_socket(tcp.as_fd(), count)
+        let piped = self
+            .read_direct(|tcp| {
+                let Some(held) = leave.take() else {
+                    return Ok(None);
+                };
+                match PipedFile::from_socket(tcp.as_fd(), count) {
+                    Ok(piped) => Ok(Some(piped.holding(held))),
+                    // Readable, yet nothing to splice: splice stops at the
+                    // urgent mark where recv reads on past it (or the
+                    // readiness was stale, which recv finds out).
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+                    Err(e) => Err(e),
+                }
             })
-        })
-        .await?
-        .ok()
+            .await?
+            .ok()??;
+        if piped.is_empty() {
+            // The peer is gone: end of file.
+            self.stream.up_queue().hangup();
+        }
+        Some(piped)
     }
 
     /// Waits for the call's socket to have something and then `take`s it,

@@ -30,7 +30,7 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use ninep_server::queue::{Conversations, Limits, Modules};
-use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, User};
+use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, PipeLeave, Result, User};
 use ninep_transport::PipedFile;
 use ninep_wire::consts::unix::{S_IFDIR, S_IFREG};
 use ninep_wire::{Errno, Name, Qid, QidType};
@@ -340,10 +340,16 @@ impl Filesystem for NetFs {
         }
     }
 
-    async fn read_piped(&self, _cx: &Cx, file: &NetFile, count: usize) -> Option<PipedFile> {
+    async fn read_piped(
+        &self,
+        _cx: &Cx,
+        file: &NetFile,
+        count: usize,
+        leave: &PipeLeave,
+    ) -> Option<PipedFile> {
         match (&file.node, &file.open) {
             (Node::File(_, _, _, Part::Data), Some(Open::Conv(conv))) => {
-                conv.read_piped(count).await
+                conv.read_piped(count, leave).await
             }
             _ => None,
         }
