@@ -148,6 +148,12 @@ impl Filesystem for RamFs {
             return Err(Error::from_errno(Errno::EINVAL));
         }
         let now = Time::now();
+        // First what may fail (a size past the limits), so that a refused
+        // setattr changes nothing.
+        if let (Some(size), Kind::File(data)) = (set.size, &mut node.kind) {
+            data.resize(size)?;
+            node.touch(owner(&cx.user).0);
+        }
         if let Some(mode) = set.mode {
             node.perm = mode & 0o7777;
         }
@@ -159,10 +165,6 @@ impl Filesystem for RamFs {
         }
         if let Some(gid) = &set.gid_name {
             node.gid = gid.clone();
-        }
-        if let (Some(size), Kind::File(data)) = (set.size, &mut node.kind) {
-            data.resize(size)?;
-            node.touch(owner(&cx.user).0);
         }
         let at = |t: SetTime| match t {
             SetTime::Now => now,

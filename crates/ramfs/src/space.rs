@@ -66,7 +66,8 @@ impl Space {
     }
 }
 
-/// A file's bytes, counted against its tree's [`Space`] until dropped.
+/// A file's bytes, counted against its tree's [`Space`] until dropped;
+/// it holds no more memory than that.
 #[derive(Debug)]
 pub(crate) struct Contents {
     data: Vec<u8>,
@@ -98,10 +99,14 @@ impl Contents {
         } else {
             self.space.give_back(len - size);
         }
-        let size = new_len;
-        self.data.resize(size, 0);
-        if size == 0 {
-            self.data = Vec::new();
+        // The memory held is what is counted: no room kept for growth, and
+        // none left behind by a shrink.
+        if new_len > self.data.len() {
+            self.data.reserve_exact(new_len - self.data.len());
+            self.data.resize(new_len, 0);
+        } else {
+            self.data.truncate(new_len);
+            self.data.shrink_to_fit();
         }
         Ok(())
     }

@@ -243,11 +243,14 @@ async fn the_tree_holds_no_more_than_allowed() {
     assert_eq!(full.errno(), ninep_wire::Errno::ENOSPC);
     let grow = ninep_client::SetAttr {
         size: Some(1),
+        mode: Some(0o600),
         ..ninep_client::SetAttr::default()
     };
     let err = three.fid().setattr(&grow).await.unwrap_err();
     assert_eq!(err.errno(), ninep_wire::Errno::ENOSPC);
-    assert_eq!(fsys.stat("three").await.unwrap().size, 0);
+    // Refused whole: neither the size nor the mode changed.
+    let info = fsys.stat("three").await.unwrap();
+    assert_eq!((info.size, info.mode & 0o777), (0, 0o644));
 
     // A removal gives its bytes back.
     drop(one);
@@ -300,4 +303,50 @@ async fn extended_attributes_hold_no_more_than_allowed() {
     let again = Bytes::from(vec![8u8; 30 * 1024]);
     fid.set_xattr("user.three", again.clone(), 0).await.unwrap();
     assert_eq!(fid.xattr("user.three").await.unwrap(), again);
+}
+
+/// The server's resident memory, in MiB.
+fn resident_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        >> 10
+}
+
+/// What the limit counts is the memory held: files grown to 15 MiB and
+/// then cut to a byte, ten of them under a 16 MiB limit, leave the
+/// server holding about nothing more (a file's spare room was kept, and
+/// uncounted, before).
+#[tokio::test]
+async fn the_memory_held_is_what_is_counted() {
+    const MIB: u64 = 1 << 20;
+    let limits = ninep_ramfs::Limits {
+        max_file_size: 16 * MIB,
+        max_bytes: 16 * MIB,
+    };
+    let addr = start(RamFs::with_limits(limits), "ram-held").await;
+    let fsys = connect(&addr, Dialect::L)
+        .await
+        .attach("glenda", "")
+        .await
+        .unwrap();
+    let before = resident_mib();
+    let chunk = Bytes::from(vec![1u8; MIB as usize]);
+    for i in 0..10 {
+        let file = fsys.create(&format!("f{i}"), 0o644, O_RDWR).await.unwrap();
+        for k in 0..15 {
+            file.write_all_at(k * MIB, chunk.clone()).await.unwrap();
+        }
+        let cut = ninep_client::SetAttr {
+            size: Some(1),
+            ..ninep_client::SetAttr::default()
+        };
+        file.fid().setattr(&cut).await.unwrap();
+    }
+    let grown = resident_mib().saturating_sub(before);
+    assert!(grown < 48, "{grown} MiB more held under a 16 MiB limit");
 }
