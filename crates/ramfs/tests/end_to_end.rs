@@ -30,6 +30,12 @@ async fn connect(addr: &str, dialect: Dialect) -> Client {
     Client::connect_with(addr, options).await.unwrap()
 }
 
+/// A 9P2000.L client of `addr`, attached as glenda.
+async fn attached(addr: &str) -> ninep_client::Fsys {
+    let client = connect(addr, Dialect::L).await;
+    client.attach("glenda", "").await.unwrap()
+}
+
 #[tokio::test]
 async fn ramfs_in_every_dialect() {
     for dialect in Dialect::ALL {
@@ -80,8 +86,7 @@ async fn ramfs_in_every_dialect() {
 #[tokio::test]
 async fn large_files_and_many_entries() {
     let addr = start(RamFs::new(), "large").await;
-    let client = connect(&addr, Dialect::L).await;
-    let fsys = client.attach("glenda", "").await.unwrap();
+    let fsys = attached(&addr).await;
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
     let file = fsys.create("big", 0o644, O_RDWR).await.unwrap();
     file.write_all_at(0, data.clone().into()).await.unwrap();
@@ -193,11 +198,7 @@ async fn files_grow_no_larger_than_allowed() {
         "ram-max-size",
     )
     .await;
-    let fsys = connect(&addr, Dialect::L)
-        .await
-        .attach("glenda", "")
-        .await
-        .unwrap();
+    let fsys = attached(&addr).await;
     let file = fsys.create("f", 0o644, O_RDWR).await.unwrap();
     file.write_all_at(0, "kept".into()).await.unwrap();
     let far = file.write_at(1 << 40, "x".into()).await.unwrap_err();
@@ -227,11 +228,7 @@ async fn the_tree_holds_no_more_than_allowed() {
         max_bytes: MAX,
     };
     let addr = start(RamFs::with_limits(limits), "ram-max-bytes").await;
-    let fsys = connect(&addr, Dialect::L)
-        .await
-        .attach("glenda", "")
-        .await
-        .unwrap();
+    let fsys = attached(&addr).await;
     let half = Bytes::from(vec![7u8; (MAX / 2) as usize]);
     let one = fsys.create("one", 0o644, O_RDWR).await.unwrap();
     one.write_all_at(0, half.clone()).await.unwrap();
@@ -283,11 +280,7 @@ async fn the_tree_holds_no_more_than_allowed() {
 #[tokio::test]
 async fn extended_attributes_hold_no_more_than_allowed() {
     let addr = start(RamFs::new(), "ram-xattrs").await;
-    let fsys = connect(&addr, Dialect::L)
-        .await
-        .attach("glenda", "")
-        .await
-        .unwrap();
+    let fsys = attached(&addr).await;
     fsys.create("f", 0o644, O_RDWR).await.unwrap();
     let fid = fsys.walk("f").await.unwrap();
     let value = Bytes::from(vec![7u8; 30 * 1024]);
@@ -329,11 +322,7 @@ async fn the_memory_held_is_what_is_counted() {
         max_bytes: 16 * MIB,
     };
     let addr = start(RamFs::with_limits(limits), "ram-held").await;
-    let fsys = connect(&addr, Dialect::L)
-        .await
-        .attach("glenda", "")
-        .await
-        .unwrap();
+    let fsys = attached(&addr).await;
     let before = resident_mib();
     let chunk = Bytes::from(vec![1u8; MIB as usize]);
     for i in 0..10 {
