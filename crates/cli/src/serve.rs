@@ -47,8 +47,8 @@ pub struct Args {
     limits: LimitArgs,
     #[command(flatten)]
     devices: crate::devices::DeviceArgs,
-    /// Largest file of a ramfs, in bytes: a write or truncation past it
-    /// is refused (EFBIG).
+    /// Largest file of a ramfs (or taskbag), in bytes: a write or
+    /// truncation past it is refused (EFBIG).
     #[arg(long, default_value_t = ninep_ramfs::MAX_FILE_SIZE, value_name = "BYTES")]
     ramfs_max_file_size: u64,
     /// Most bytes all files of a ramfs hold together, past which writes
@@ -123,18 +123,22 @@ impl LimitArgs {
     }
 }
 
+impl Args {
+    /// The limits a ramfs (or taskbag) is held to.
+    fn ramfs_limits(&self) -> ninep_ramfs::Limits {
+        let defaults = ninep_ramfs::Limits::default();
+        ninep_ramfs::Limits {
+            max_file_size: self.ramfs_max_file_size,
+            max_bytes: self.ramfs_max_bytes.unwrap_or(defaults.max_bytes),
+        }
+    }
+}
+
 pub async fn run(args: Args) -> Result<ExitCode> {
     let limits = args.limits.limits();
     match args.tree.as_str() {
-        "ramfs" => {
-            let defaults = ninep_ramfs::Limits::default();
-            let ramfs = RamFs::with_limits(ninep_ramfs::Limits {
-                max_file_size: args.ramfs_max_file_size,
-                max_bytes: args.ramfs_max_bytes.unwrap_or(defaults.max_bytes),
-            });
-            serve(ramfs, limits, &args).await
-        }
-        "taskbag" => serve(Taskbag::new(), limits, &args).await,
+        "ramfs" => serve(RamFs::with_limits(args.ramfs_limits()), limits, &args).await,
+        "taskbag" => serve(Taskbag::with_limits(args.ramfs_limits()), limits, &args).await,
         "pipe" => serve(args.devices.pipe(), limits, &args).await,
         "net" => serve(args.devices.net()?, limits, &args).await,
         dir => {

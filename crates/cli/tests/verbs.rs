@@ -72,7 +72,7 @@ async fn write_replaces_what_the_file_held() {
 }
 
 #[tokio::test]
-async fn a_ramfs_holds_files_to_its_limits() {
+async fn a_ramfs_and_a_taskbag_hold_files_to_their_limits() {
     let dir = std::env::temp_dir().join(format!("ninep-verbs-limits-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("ramfs");
@@ -95,5 +95,14 @@ async fn a_ramfs_holds_files_to_its_limits() {
     let stderr = String::from_utf8_lossy(&no_room.stderr);
     assert!(stderr.contains("no space left"), "{stderr}");
     run(&addr, "9P2000.L", "create", &["d"], &[4; 500]).await;
+
+    // A taskbag's questions and answers are held to the same limits.
+    let sock = dir.join("taskbag");
+    let _taskbag = serve(&sock, &["taskbag", "--ramfs-max-file-size", "100"]).await;
+    let addr = format!("unix!{}", sock.display());
+    let question = ["questions/q"];
+    let too_big = attempt(&addr, "9P2000.L", "create", &question, &[5; 101]).await;
+    let stderr = String::from_utf8_lossy(&too_big.stderr);
+    assert!(stderr.contains("too large"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,6 +19,7 @@ use ninep_wire::consts::mode::DMEXCL;
 use ninep_wire::{Name, Qid};
 
 use crate::ramfs::{RamFile, RamFs};
+use crate::space::Limits;
 
 /// The task bag file server.
 #[derive(Debug)]
@@ -50,9 +51,15 @@ impl Default for Taskbag {
 }
 
 impl Taskbag {
-    /// An empty bag: `questions`, `working` and `answers`, all empty.
+    /// An empty bag: `questions`, `working` and `answers`, all empty,
+    /// held to the default [`Limits`].
     pub fn new() -> Taskbag {
-        let ram = RamFs::new();
+        Taskbag::with_limits(Limits::default())
+    }
+
+    /// The same, its questions and answers held to `limits`.
+    pub fn with_limits(limits: Limits) -> Taskbag {
+        let ram = RamFs::with_limits(limits);
         let make = |name| {
             ram.make_dir(name, 0o777)
                 .unwrap_or_else(|e| unreachable!("a new ramfs takes {name}: {e}"))
