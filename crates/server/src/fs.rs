@@ -10,12 +10,11 @@ use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
-
 use bytes::Bytes;
 use ninep_transport::PipedFile;
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Name, Qid, Rgetlock, Rstatfs, Tgetlock, Tlock};
+use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
 

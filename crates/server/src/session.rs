@@ -247,7 +247,7 @@ impl<F: Filesystem> Conn<F> {
     /// Leave to answer a read with data spliced from a pipe, while the
     /// connection is a plain socket and the reply will not be kept for a
     /// resume to send again (the pipe would be read into memory for it);
-    /// the pipe itself is had within the session's and the server's share
+    /// the pipe itself is taken within the session's and the server's share
     /// (see [`PipeLeave`]).
     pub(crate) fn pipe_leave(&self, answer: Answer) -> Option<PipeLeave> {
         let live = self.live.lock();

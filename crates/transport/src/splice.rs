@@ -104,7 +104,8 @@ fn splice_in(
     Ok(len)
 }
 
-/// Bytes of a file held in a pipe, waiting to go into a socket.
+/// Bytes of a file (or that came on a socket) held in a pipe, waiting to
+/// go into a socket.
 pub struct PipedFile {
     /// The pipe's read end; its write end is closed once it is filled.
     pipe: OwnedFd,
