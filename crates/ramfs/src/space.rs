@@ -1,5 +1,5 @@
 //! What a ramfs may hold: its files' bytes are the server's memory, so each
-//! file and the whole tree are held to a limit, and every file's bytes are
+//! file and the whole tree are held to a limit, and every file's memory is
 //! counted against the tree's while the file exists.
 
 use std::sync::Arc;
@@ -15,7 +15,8 @@ pub struct Limits {
     /// EFBIG). One write at a far offset would otherwise ask for all the
     /// memory there is.
     pub max_file_size: u64,
-    /// The most bytes all files together may hold (past it: ENOSPC).
+    /// The most memory all files together may hold, their room to grow
+    /// into included (past it: ENOSPC).
     pub max_bytes: u64,
 }
 
@@ -66,8 +67,8 @@ impl Space {
     }
 }
 
-/// A file's bytes, counted against its tree's [`Space`] until dropped;
-/// it holds no more memory than that.
+/// A file's bytes, counted against its tree's [`Space`] until dropped:
+/// all the memory it holds, room to grow into included.
 #[derive(Debug)]
 pub(crate) struct Contents {
     data: Vec<u8>,
@@ -89,26 +90,49 @@ impl Contents {
     /// Makes the file `size` bytes long, zeros where it grows, if the
     /// limits allow.
     pub(crate) fn resize(&mut self, size: u64) -> Result<()> {
-        if size > self.space.limits.max_file_size {
+        let max_file = self.space.limits.max_file_size;
+        if size > max_file {
             return Err(Error::from_errno(Errno::EFBIG));
         }
-        let new_len = usize::try_from(size).map_err(|_| Error::from_errno(Errno::EFBIG))?;
-        let len = self.data.len() as u64;
-        if size > len {
-            self.space.take(size - len)?;
-        } else {
-            self.space.give_back(len - size);
-        }
-        // The memory held is what is counted: no room kept for growth, and
-        // none left behind by a shrink.
-        if new_len > self.data.len() {
-            self.data.reserve_exact(new_len - self.data.len());
-            self.data.resize(new_len, 0);
-        } else {
-            self.data.truncate(new_len);
+        let len = usize::try_from(size).map_err(|_| Error::from_errno(Errno::EFBIG))?;
+        let held = self.data.capacity();
+        if len > held {
+            // Room to grow into, doubling as a Vec does, so that a file
+            // written a piece at a time is not copied at every piece; the
+            // room is memory held, so it is counted, and where the limit
+            // leaves none, only what the file needs is.
+            let roomy = len.max(held.saturating_mul(2)).min(max_file as usize);
+            let room = match self.space.take((roomy - held) as u64) {
+                Ok(()) => roomy,
+                Err(_) => {
+                    self.space.take((len - held) as u64)?;
+                    len
+                }
+            };
+            self.data.reserve_exact(room - self.data.len());
+            self.recount(room);
+            self.data.resize(len, 0);
+        } else if len < self.data.len() {
+            // A shrink gives its memory back.
+            self.data.truncate(len);
             self.data.shrink_to_fit();
+            self.recount(held);
+        } else {
+            self.data.resize(len, 0);
         }
         Ok(())
+    }
+
+    /// Counts the memory the file holds now, `counted` having been counted.
+    fn recount(&self, counted: usize) {
+        let held = self.data.capacity();
+        if held > counted {
+            self.space
+                .used
+                .fetch_add((held - counted) as u64, Ordering::Relaxed);
+        } else {
+            self.space.give_back((counted - held) as u64);
+        }
     }
 
     /// Puts `data` at `offset`, growing the file to hold it.
@@ -127,6 +151,6 @@ impl Contents {
 
 impl Drop for Contents {
     fn drop(&mut self) {
-        self.space.give_back(self.data.len() as u64);
+        self.space.give_back(self.data.capacity() as u64);
     }
 }
