@@ -18,6 +18,9 @@
 //! time. The rate reported is PostMark's: transactions per second over the
 //! transaction phase. A seeded generator makes the workload identical from
 //! run to run and server to server.
+//!
+//! [`bound`] runs the same workload on a host directory through a socket
+//! with no 9P: the limit of any server that answers a request at a time.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -29,6 +32,8 @@ use ninep_wire::consts::dotl;
 use ninep_wire::{Dialect, Errno};
 
 use crate::io::{Target, per_sec};
+
+pub mod bound;
 use crate::rng::Rng;
 
 /// The workload, and the server to run it against.
@@ -147,15 +152,36 @@ impl Counts {
     }
 }
 
+/// What answered the workload's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// A 9P server.
+    NineP {
+        /// The dialect it and the client settled on.
+        dialect: Dialect,
+        /// The msize it granted.
+        msize: u32,
+    },
+    /// A host directory through a socket with no 9P ([`bound`]).
+    Bound,
+}
+
+impl fmt::Display for Served {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Served::NineP { dialect, msize } => write!(f, "{dialect} msize {msize}"),
+            Served::Bound => f.write_str("through a socket with no 9P (the bound)"),
+        }
+    }
+}
+
 /// The outcome of one run.
 #[derive(Debug, Clone)]
 pub struct Report {
     /// The workload run.
     pub config: Config,
-    /// The dialect the server and client settled on.
-    pub dialect: Dialect,
-    /// The msize the server granted.
-    pub msize: u32,
+    /// What answered the requests.
+    pub served: Served,
     /// What was done to files.
     pub counts: Counts,
     /// Time of the creation phase.
@@ -181,12 +207,14 @@ impl Report {
     pub fn kv(&self) -> String {
         let c = &self.counts;
         format!(
-            "dialect={} msize={} transactions={} tx_seconds={:.6} tx_per_sec={:.1} \
+            "{} transactions={} tx_seconds={:.6} tx_per_sec={:.1} \
              creation_seconds={:.6} deletion_seconds={:.6} total_seconds={:.6} \
              created={} created_alone={} created_mixed={} read={} appended={} \
              deleted={} deleted_alone={} deleted_mixed={} bytes_read={} bytes_written={}",
-            self.dialect,
-            self.msize,
+            match self.served {
+                Served::NineP { dialect, msize } => format!("dialect={dialect} msize={msize}"),
+                Served::Bound => "served=bound".to_owned(),
+            },
             self.config.transactions,
             self.transaction.as_secs_f64(),
             self.transactions_per_sec(),
@@ -213,11 +241,13 @@ impl fmt::Display for Report {
         let c = &self.counts;
         writeln!(
             f,
-            "PostMark on {} {} msize {}, in {}: {} files of {} to {} bytes, {} transactions \
+            "PostMark on {} {}, in {}: {} files of {} to {} bytes, {} transactions \
              ({}% read, {}% create), seed {}",
-            cfg.target.addr,
-            self.dialect,
-            self.msize,
+            match self.served {
+                Served::NineP { .. } => &cfg.target.addr,
+                Served::Bound => "a host directory",
+            },
+            self.served,
             cfg.dir,
             cfg.files,
             cfg.min,
@@ -270,7 +300,7 @@ impl fmt::Display for Report {
     }
 }
 
-/// Runs the workload once.
+/// Runs the workload once against the 9P server of `config.target`.
 pub async fn run(config: &Config) -> Result<Report> {
     config.check()?;
     let fsys = config.target.attach().await?;
@@ -279,6 +309,46 @@ pub async fn run(config: &Config) -> Result<Report> {
         .walk(&config.dir)
         .await
         .with_context(|| format!("walk to {}", config.dir))?;
+    let phases = drive(config, NineP { dir }).await?;
+    if made_dir {
+        fsys.remove(&config.dir)
+            .await
+            .with_context(|| format!("remove {}", config.dir))?;
+    }
+    let client = fsys.client().clone();
+    fsys.close().await;
+    Ok(phases.report(
+        config,
+        Served::NineP {
+            dialect: client.dialect(),
+            msize: client.msize(),
+        },
+    ))
+}
+
+/// What one run did and how long each phase took.
+pub(crate) struct Phases {
+    counts: Counts,
+    creation: Duration,
+    transaction: Duration,
+    deletion: Duration,
+}
+
+impl Phases {
+    pub(crate) fn report(self, config: &Config, served: Served) -> Report {
+        Report {
+            config: config.clone(),
+            served,
+            counts: self.counts,
+            creation: self.creation,
+            transaction: self.transaction,
+            deletion: self.deletion,
+        }
+    }
+}
+
+/// Runs the three phases on `store`.
+pub(crate) async fn drive<S: Store>(config: &Config, store: S) -> Result<Phases> {
     let mut work = Work {
         config,
         rng: Rng::new(config.seed),
@@ -286,7 +356,7 @@ pub async fn run(config: &Config) -> Result<Report> {
         pool: Vec::with_capacity(config.files),
         next_id: 0,
         counts: Counts::default(),
-        dir,
+        store,
     };
 
     let start = Instant::now();
@@ -309,20 +379,8 @@ pub async fn run(config: &Config) -> Result<Report> {
     }
     let deletion = start.elapsed();
 
-    let counts = work.counts.clone();
-    drop(work);
-    if made_dir {
-        fsys.remove(&config.dir)
-            .await
-            .with_context(|| format!("remove {}", config.dir))?;
-    }
-    let client = fsys.client().clone();
-    fsys.close().await;
-    Ok(Report {
-        config: config.clone(),
-        dialect: client.dialect(),
-        msize: client.msize(),
-        counts,
+    Ok(Phases {
+        counts: work.counts,
         creation,
         transaction,
         deletion,
@@ -346,6 +404,88 @@ async fn prepare(fsys: &Fsys, dir: &str) -> Result<bool> {
     }
 }
 
+/// Where the workload's files are made, read, appended to and removed:
+/// each call a whole file operation, in the requests a program sends for
+/// it one at a time.
+pub(crate) trait Store {
+    /// Makes file `name` and writes `data` into it.
+    async fn create(&mut self, name: &str, data: Bytes) -> Result<()>;
+    /// Reads file `name`, `size` bytes long, whole; returns the bytes read.
+    async fn read(&mut self, name: &str, size: u64) -> Result<u64>;
+    /// Writes `data` into file `name` at `offset`, its end.
+    async fn append(&mut self, name: &str, offset: u64, data: Bytes) -> Result<()>;
+    /// Removes file `name`.
+    async fn remove(&mut self, name: &str) -> Result<()>;
+}
+
+/// The files in a directory of a 9P server: a walk from the directory, an
+/// open or create, reads or writes of at most iounit bytes, and a clunk
+/// (or Tremove for a deletion).
+struct NineP {
+    dir: Fid,
+}
+
+impl Store for NineP {
+    async fn create(&mut self, name: &str, data: Bytes) -> Result<()> {
+        let file = self
+            .dir
+            .clone_fid()
+            .await?
+            .create(name, 0o644, dotl::O_WRONLY)
+            .await
+            .with_context(|| format!("create {name}"))?;
+        if !data.is_empty() {
+            file.write_all_at(0, data)
+                .await
+                .with_context(|| format!("write {name}"))?;
+        }
+        Ok(file.close().await?)
+    }
+
+    async fn read(&mut self, name: &str, size: u64) -> Result<u64> {
+        let file = self
+            .dir
+            .walk_path(name)
+            .await?
+            .open(dotl::O_RDONLY)
+            .await
+            .with_context(|| format!("open {name}"))?;
+        let mut got = 0;
+        while got < size {
+            let data = file.read_at(got, file.iounit()).await?;
+            if data.is_empty() {
+                break;
+            }
+            got += data.len() as u64;
+        }
+        file.close().await?;
+        Ok(got)
+    }
+
+    async fn append(&mut self, name: &str, offset: u64, data: Bytes) -> Result<()> {
+        let file = self
+            .dir
+            .walk_path(name)
+            .await?
+            .open(dotl::O_WRONLY)
+            .await
+            .with_context(|| format!("open {name}"))?;
+        file.write_all_at(offset, data)
+            .await
+            .with_context(|| format!("append to {name}"))?;
+        Ok(file.close().await?)
+    }
+
+    async fn remove(&mut self, name: &str) -> Result<()> {
+        self.dir
+            .walk_path(name)
+            .await?
+            .remove()
+            .await
+            .with_context(|| format!("remove {name}"))
+    }
+}
+
 /// A file the workload made, and how big it now is.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -353,7 +493,7 @@ struct Entry {
     size: u64,
 }
 
-struct Work<'a> {
+struct Work<'a, S> {
     config: &'a Config,
     rng: Rng,
     /// Bytes to write: slices of it, `max` bytes long.
@@ -361,14 +501,14 @@ struct Work<'a> {
     pool: Vec<Entry>,
     next_id: u64,
     counts: Counts,
-    dir: Fid,
+    store: S,
 }
 
 fn name(id: u64) -> String {
     format!("pm{id:07}")
 }
 
-impl Work<'_> {
+impl<S: Store> Work<'_, S> {
     async fn transaction(&mut self) -> Result<()> {
         // With no file to read or append to, the first half is skipped.
         if !self.pool.is_empty() {
@@ -398,20 +538,8 @@ impl Work<'_> {
         let size = self.rng.between(self.config.min, self.config.max);
         let id = self.next_id;
         self.next_id += 1;
-        let name = name(id);
-        let file = self
-            .dir
-            .clone_fid()
-            .await?
-            .create(&name, 0o644, dotl::O_WRONLY)
-            .await
-            .with_context(|| format!("create {name}"))?;
-        if size > 0 {
-            file.write_all_at(0, self.noise.slice(..size as usize))
-                .await
-                .with_context(|| format!("write {name}"))?;
-        }
-        file.close().await?;
+        let data = self.noise.slice(..size as usize);
+        self.store.create(&name(id), data).await?;
         self.pool.push(Entry { id, size });
         self.counts.bytes_written += size;
         Ok(())
@@ -421,23 +549,8 @@ impl Work<'_> {
         let i = self.pick();
         let Entry { id, size } = self.pool[i];
         let name = name(id);
-        let file = self
-            .dir
-            .walk_path(&name)
-            .await?
-            .open(dotl::O_RDONLY)
-            .await
-            .with_context(|| format!("open {name}"))?;
-        let mut got = 0;
-        while got < size {
-            let data = file.read_at(got, file.iounit()).await?;
-            if data.is_empty() {
-                break;
-            }
-            got += data.len() as u64;
-        }
+        let got = self.store.read(&name, size).await?;
         ensure!(got == size, "{name}: read {got} bytes of {size}");
-        file.close().await?;
         self.counts.read += 1;
         self.counts.bytes_read += got;
         Ok(())
@@ -448,18 +561,8 @@ impl Work<'_> {
         let Entry { id, size } = self.pool[i];
         let room = self.config.max.saturating_sub(size).max(1);
         let n = self.rng.between(1, room);
-        let name = name(id);
-        let file = self
-            .dir
-            .walk_path(&name)
-            .await?
-            .open(dotl::O_WRONLY)
-            .await
-            .with_context(|| format!("open {name}"))?;
-        file.write_all_at(size, self.noise.slice(..n as usize))
-            .await
-            .with_context(|| format!("append to {name}"))?;
-        file.close().await?;
+        let data = self.noise.slice(..n as usize);
+        self.store.append(&name(id), size, data).await?;
         self.pool[i].size += n;
         self.counts.appended += 1;
         self.counts.bytes_written += n;
@@ -467,13 +570,7 @@ impl Work<'_> {
     }
 
     async fn remove(&mut self, entry: Entry) -> Result<()> {
-        let name = name(entry.id);
-        self.dir
-            .walk_path(&name)
-            .await?
-            .remove()
-            .await
-            .with_context(|| format!("remove {name}"))
+        self.store.remove(&name(entry.id)).await
     }
 }
 

@@ -2,6 +2,7 @@
 //! the ninep-bench crate; this turns flags into its configuration and prints
 //! its report.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -184,10 +185,16 @@ enum IoOp {
 struct PostmarkArgs {
     #[command(flatten)]
     target: ServerArgs,
-    /// Directory to work in, relative to the attach root; made and removed
-    /// if missing.
+    /// Directory to work in, relative to the attach root (or to --bound's
+    /// directory); made and removed if missing.
     #[arg(long)]
     dir: String,
+    /// Instead of a 9P server, run the workload on this host directory
+    /// through a loopback socket with no 9P: each request one round trip to
+    /// a thread that makes only the file system calls it needs. The limit
+    /// of any server answering one request at a time on this machine.
+    #[arg(long, value_name = "HOST_DIR")]
+    bound: Option<PathBuf>,
     /// Files created before the transactions.
     #[arg(long, default_value_t = postmark::Config::default().files)]
     files: usize,
@@ -381,7 +388,10 @@ async fn postmark(args: PostmarkArgs) -> Result<ExitCode> {
         read_bias: args.read_bias,
         create_bias: args.create_bias,
     };
-    let report = postmark::run(&config).await?;
+    let report = match &args.bound {
+        Some(root) => postmark::bound::run(&config, root).await?,
+        None => postmark::run(&config).await?,
+    };
     if args.kv {
         println!("{}", report.kv());
     } else {
