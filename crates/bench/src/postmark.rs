@@ -20,7 +20,8 @@
 //! run to run and server to server.
 //!
 //! [`bound`] runs the same workload on a host directory through a socket
-//! with no 9P: the limit of any server that answers a request at a time.
+//! with no 9P: the limit of any 9P client and server that answer one
+//! request at a time.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -32,9 +33,9 @@ use ninep_wire::consts::dotl;
 use ninep_wire::{Dialect, Errno};
 
 use crate::io::{Target, per_sec};
+use crate::rng::Rng;
 
 pub mod bound;
-use crate::rng::Rng;
 
 /// The workload, and the server to run it against.
 #[derive(Debug, Clone)]
@@ -182,6 +183,8 @@ pub struct Report {
     pub config: Config,
     /// What answered the requests.
     pub served: Served,
+    /// Requests sent in the three phases.
+    pub requests: u64,
     /// What was done to files.
     pub counts: Counts,
     /// Time of the creation phase.
@@ -207,14 +210,17 @@ impl Report {
     pub fn kv(&self) -> String {
         let c = &self.counts;
         format!(
-            "{} transactions={} tx_seconds={:.6} tx_per_sec={:.1} \
+            "{} requests={} transactions={} tx_seconds={:.6} tx_per_sec={:.1} \
              creation_seconds={:.6} deletion_seconds={:.6} total_seconds={:.6} \
              created={} created_alone={} created_mixed={} read={} appended={} \
              deleted={} deleted_alone={} deleted_mixed={} bytes_read={} bytes_written={}",
             match self.served {
-                Served::NineP { dialect, msize } => format!("dialect={dialect} msize={msize}"),
+                Served::NineP { dialect, msize } => {
+                    format!("served=9p dialect={dialect} msize={msize}")
+                }
                 Served::Bound => "served=bound".to_owned(),
             },
+            self.requests,
             self.config.transactions,
             self.transaction.as_secs_f64(),
             self.transactions_per_sec(),
@@ -278,7 +284,12 @@ impl fmt::Display for Report {
             self.deletion.as_secs_f64(),
             per_sec(c.deleted_alone, self.deletion)
         )?;
-        writeln!(f, "total:        {:.3} s", self.total().as_secs_f64())?;
+        writeln!(
+            f,
+            "total:        {:.3} s, {} requests",
+            self.total().as_secs_f64(),
+            self.requests
+        )?;
         writeln!(
             f,
             "files: {} created ({} alone, {} in transactions), {} read, {} appended, \
@@ -328,6 +339,7 @@ pub async fn run(config: &Config) -> Result<Report> {
 
 /// What one run did and how long each phase took.
 pub(crate) struct Phases {
+    requests: u64,
     counts: Counts,
     creation: Duration,
     transaction: Duration,
@@ -339,6 +351,7 @@ impl Phases {
         Report {
             config: config.clone(),
             served,
+            requests: self.requests,
             counts: self.counts,
             creation: self.creation,
             transaction: self.transaction,
@@ -358,6 +371,7 @@ pub(crate) async fn drive<S: Store>(config: &Config, store: S) -> Result<Phases>
         counts: Counts::default(),
         store,
     };
+    let requests = work.store.requests();
 
     let start = Instant::now();
     for _ in 0..config.files {
@@ -380,6 +394,7 @@ pub(crate) async fn drive<S: Store>(config: &Config, store: S) -> Result<Phases>
     let deletion = start.elapsed();
 
     Ok(Phases {
+        requests: work.store.requests() - requests,
         counts: work.counts,
         creation,
         transaction,
@@ -416,6 +431,8 @@ pub(crate) trait Store {
     async fn append(&mut self, name: &str, offset: u64, data: Bytes) -> Result<()>;
     /// Removes file `name`.
     async fn remove(&mut self, name: &str) -> Result<()>;
+    /// Requests sent so far.
+    fn requests(&self) -> u64;
 }
 
 /// The files in a directory of a 9P server: a walk from the directory, an
@@ -483,6 +500,10 @@ impl Store for NineP {
             .remove()
             .await
             .with_context(|| format!("remove {name}"))
+    }
+
+    fn requests(&self) -> u64 {
+        self.dir.client().requests()
     }
 }
 

@@ -210,8 +210,9 @@ async fn io_and_postmark_on_a_host_directory() {
     }
 }
 
-/// The bound makes the same files as the 9P workload, through its socket
-/// on the host directory, and leaves nothing behind.
+/// The bound makes the same files as the 9P workload, in as many round
+/// trips as 9P takes requests (several pieces for the larger files), and
+/// leaves nothing behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postmark_bound_runs_the_same_workload_on_the_host() {
     let dir = TempDir::new("bound");
@@ -221,7 +222,7 @@ async fn postmark_bound_runs_the_same_workload_on_the_host() {
         dir: "pm".into(),
         files: 20,
         min: 1,
-        max: 2500,
+        max: 12_000,
         transactions: 300,
         seed: 5,
         ..postmark::Config::default()
@@ -231,6 +232,16 @@ async fn postmark_bound_runs_the_same_workload_on_the_host() {
     assert_eq!(bound.served, postmark::Served::Bound);
     assert_eq!(bound.counts, through_9p.counts);
     assert!(bound.counts.bytes_read > 0 && bound.counts.appended > 0);
+    assert_eq!(bound.requests, through_9p.requests);
+    // A walk, open, read and clunk for a read is the least; larger files
+    // take more reads and writes.
+    let c = &bound.counts;
+    let least = 4 * (c.created() + c.read + c.appended) + 2 * c.deleted();
+    assert!(
+        bound.requests > least,
+        "{} requests, {least} at least",
+        bound.requests
+    );
     assert!(bound.kv().contains("served=bound"), "{}", bound.kv());
     assert!(
         std::fs::read_dir(&dir.0).unwrap().next().is_none(),
@@ -246,11 +257,13 @@ async fn postmark_bound_runs_the_same_workload_on_the_host() {
         format!("{err:#}").contains("Create of pm0000000"),
         "{err:#}"
     );
-    assert!(
-        postmark::bound::run(&config, &dir.0.join("missing/deeper"))
-            .await
-            .is_err()
-    );
+    for outside in ["/tmp/pm", "../pm"] {
+        let outside = postmark::Config {
+            dir: outside.into(),
+            ..config.clone()
+        };
+        assert!(postmark::bound::run(&outside, &dir.0).await.is_err());
+    }
 }
 
 #[tokio::test]

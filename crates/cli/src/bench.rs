@@ -192,7 +192,9 @@ struct PostmarkArgs {
     /// Instead of a 9P server, run the workload on this host directory
     /// through a loopback socket with no 9P: each request one round trip to
     /// a thread that makes only the file system calls it needs. The limit
-    /// of any server answering one request at a time on this machine.
+    /// of any 9P client and server answering one request at a time on this
+    /// machine. Of the server options only --msize counts (reads and writes
+    /// are cut at its iounit).
     #[arg(long, value_name = "HOST_DIR")]
     bound: Option<PathBuf>,
     /// Files created before the transactions.

@@ -783,6 +783,12 @@ impl Client {
         self.inner.msize()
     }
 
+    /// Requests made on this client so far, each counted once however
+    /// often it is sent (a recovered connection sends some again).
+    pub fn requests(&self) -> u64 {
+        self.inner.lock().next_request
+    }
+
     /// Waits until every request sent so far has been answered (the clunks
     /// of dropped fids among them), or the connection is gone.
     pub async fn idle(&self) {

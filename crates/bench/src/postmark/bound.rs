@@ -1,36 +1,34 @@
-//! The limit of PostMark through any server that answers one request at a
-//! time: the workload's requests, one loopback round trip each, sent to a
-//! thread that makes only the file system calls each request needs, with
-//! no protocol to decode and no hand-off to another thread.
+//! The limit of PostMark through any 9P client and server that answer one
+//! request at a time: the workload's requests, one loopback round trip
+//! each, sent by a client that only writes them and reads their replies to
+//! a thread that makes only the file system calls each request needs, with
+//! no protocol to decode and no hand-off to another thread on either side.
 //!
 //! The requests are the ones the 9P workload sends: for a read, a walk
 //! (which looks the name up and stats it, as a server must to give a qid),
-//! an open, reads of at most [`PIECE`] bytes and a clunk (a close); for an
+//! an open, reads of at most iounit bytes and a clunk (a close); for an
 //! append the same with writes; for a create, the walk that clones the
 //! directory's fid (a round trip with nothing to do), the create (open
-//! with O_CREAT|O_EXCL and a stat for the qid), the write and the clunk;
+//! with O_CREAT|O_EXCL and a stat for the qid), the writes and the clunk;
 //! for a deletion, a walk and a remove. What a run takes is then the
-//! machine's round trips plus the file system's own work, which no 9P
-//! server on the same machine can beat with the same client.
+//! machine's round trips plus the file system's own work.
 
 use std::io::{self, Read, Write};
 use std::net::TcpListener;
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Component, Path};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 use bytes::Bytes;
+use ninep_wire::IOHDRSZ;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{Config, Report, Served, Store, drive};
 
-/// Largest read or write in one request, as the 9P client's iounit at its
-/// default msize.
-pub const PIECE: u32 = 1024 * 1024 - 24;
-
-/// The request's header: op, length, file number, offset.
+/// A request's header: op, open flags, offset, count, name length. The
+/// name follows it, then a write's data.
 const HEAD: usize = 24;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +62,22 @@ impl Op {
 }
 
 /// Runs the workload in `root/config.dir` (made, and removed at the end,
-/// if missing) through the socket.
+/// if missing) through the socket. Of the target only the msize counts:
+/// reads and writes are cut at the iounit it gives.
 pub async fn run(config: &Config, root: &Path) -> Result<Report> {
     config.check()?;
+    ensure!(
+        Path::new(&config.dir)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir)),
+        "--dir {}: want a directory below the host directory",
+        config.dir
+    );
+    ensure!(
+        config.target.msize > IOHDRSZ,
+        "msize {} leaves no room for data",
+        config.target.msize
+    );
     let dir = root.join(&config.dir);
     let made_dir = match std::fs::create_dir(&dir) {
         Ok(()) => true,
@@ -81,26 +92,26 @@ pub async fn run(config: &Config, root: &Path) -> Result<Report> {
     .with_context(|| format!("open {}", dir.display()))?;
 
     let listener = TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
+    // The connection is made (in the listener's backlog) before the
+    // server's thread exists, so no thread is left accepting if it fails.
+    let stream = tokio::net::TcpStream::connect(listener.local_addr()?).await?;
+    stream.set_nodelay(true)?;
     let server = std::thread::Builder::new()
         .name("postmark-bound".into())
         .spawn(move || serve(&listener, &dir_fd))?;
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let phases = drive(
-        config,
-        Socket {
-            stream,
-            reply: Vec::new(),
-        },
-    )
-    .await;
-    // The store is gone with `drive`: the server sees the end and returns.
-    let served = server
-        .join()
-        .map_err(|_| anyhow::anyhow!("the bound's server panicked"))?;
+    let socket = Socket {
+        stream,
+        piece: config.target.msize - IOHDRSZ,
+        requests: 0,
+        reply: Vec::new(),
+    };
+    let phases = drive(config, socket).await;
+    // The socket went with `drive`: the server reads its end and returns.
+    let server_result = tokio::task::spawn_blocking(move || server.join())
+        .await?
+        .map_err(|_| anyhow!("the bound's server panicked"))?;
+    server_result.context("the bound's server")?;
     let phases = phases?;
-    served.context("the bound's server")?;
     if made_dir {
         std::fs::remove_dir(&dir).with_context(|| format!("remove {}", dir.display()))?;
     }
@@ -110,25 +121,30 @@ pub async fn run(config: &Config, root: &Path) -> Result<Report> {
 /// The client's side: each request written whole, its reply read whole.
 struct Socket {
     stream: tokio::net::TcpStream,
+    /// The most data one read or write moves: the 9P client's iounit.
+    piece: u32,
+    /// Round trips made.
+    requests: u64,
     reply: Vec<u8>,
 }
 
 impl Socket {
     /// One round trip; returns the reply's result (a count, or 0).
-    async fn call(&mut self, op: Op, id: u64, offset: u64, len: u32, data: &[u8]) -> Result<u64> {
-        let mut request = Vec::with_capacity(HEAD + data.len());
+    async fn call(&mut self, op: Op, name: &str, how: At, data: &[u8]) -> Result<u64> {
+        let mut request = Vec::with_capacity(HEAD + name.len() + data.len());
         request.extend_from_slice(&(op as u32).to_le_bytes());
-        request.extend_from_slice(&len.to_le_bytes());
-        request.extend_from_slice(&id.to_le_bytes());
-        request.extend_from_slice(&offset.to_le_bytes());
+        request.extend_from_slice(&how.flags.to_le_bytes());
+        request.extend_from_slice(&how.offset.to_le_bytes());
+        request.extend_from_slice(&how.count.to_le_bytes());
+        request.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        request.extend_from_slice(name.as_bytes());
         request.extend_from_slice(data);
         self.stream.write_all(&request).await?;
+        self.requests += 1;
         let result = self.stream.read_i64_le().await?;
         if result < 0 {
-            bail!(
-                "{op:?} of pm{id:07}: {}",
-                io::Error::from_raw_os_error(-result as i32)
-            );
+            let errno = i32::try_from(-result).unwrap_or(Errno::IO.raw_os_error());
+            bail!("{op:?} of {name}: {}", io::Error::from_raw_os_error(errno));
         }
         if op == Op::Read {
             self.reply.resize(result as usize, 0);
@@ -137,76 +153,102 @@ impl Socket {
         Ok(result as u64)
     }
 
-    async fn write_all(&mut self, id: u64, offset: u64, data: &[u8]) -> Result<()> {
+    async fn write_all(&mut self, name: &str, offset: u64, data: &[u8]) -> Result<()> {
         let mut done = 0;
         while done < data.len() {
-            let piece = &data[done..data.len().min(done + PIECE as usize)];
-            let n = self
-                .call(
-                    Op::Write,
-                    id,
-                    offset + done as u64,
-                    piece.len() as u32,
-                    piece,
-                )
-                .await?;
-            ensure!(n > 0, "pm{id:07}: a write took nothing");
+            let piece = &data[done..data.len().min(done + self.piece as usize)];
+            let at = At::data(offset + done as u64, piece.len() as u32);
+            let n = self.call(Op::Write, name, at, piece).await?;
+            ensure!(n > 0, "{name}: a write took nothing");
             done += n as usize;
         }
         Ok(())
     }
 }
 
-/// The workload's names are `pm` and a number: the number is sent.
-fn number(name: &str) -> Result<u64> {
-    name.strip_prefix("pm")
-        .and_then(|n| n.parse().ok())
-        .with_context(|| format!("{name}: not a workload name"))
+/// Where a request acts: open flags, or an offset and a count.
+#[derive(Debug, Clone, Copy, Default)]
+struct At {
+    flags: u32,
+    offset: u64,
+    count: u32,
+}
+
+impl At {
+    const NONE: At = At {
+        flags: 0,
+        offset: 0,
+        count: 0,
+    };
+
+    fn open(flags: OFlags) -> At {
+        At {
+            flags: flags.bits(),
+            ..At::NONE
+        }
+    }
+
+    fn data(offset: u64, count: u32) -> At {
+        At {
+            offset,
+            count,
+            ..At::NONE
+        }
+    }
 }
 
 impl Store for Socket {
     async fn create(&mut self, name: &str, data: Bytes) -> Result<()> {
-        let id = number(name)?;
-        self.call(Op::Clone, id, 0, 0, &[]).await?;
-        self.call(Op::Create, id, 0, 0, &[]).await?;
-        self.write_all(id, 0, &data).await?;
-        self.call(Op::Clunk, id, 0, 0, &[]).await?;
+        self.call(Op::Clone, "", At::NONE, &[]).await?;
+        self.call(Op::Create, name, At::NONE, &[]).await?;
+        self.write_all(name, 0, &data).await?;
+        self.call(Op::Clunk, name, At::NONE, &[]).await?;
         Ok(())
     }
 
     async fn read(&mut self, name: &str, size: u64) -> Result<u64> {
-        let id = number(name)?;
-        self.call(Op::Walk, id, 0, 0, &[]).await?;
-        self.call(Op::Open, id, 0, OFlags::RDONLY.bits(), &[])
+        self.call(Op::Walk, name, At::NONE, &[]).await?;
+        self.call(Op::Open, name, At::open(OFlags::RDONLY), &[])
             .await?;
         let mut got = 0;
         while got < size {
-            let n = self.call(Op::Read, id, got, PIECE, &[]).await?;
+            let n = self
+                .call(Op::Read, name, At::data(got, self.piece), &[])
+                .await?;
             if n == 0 {
                 break;
             }
             got += n;
         }
-        self.call(Op::Clunk, id, 0, 0, &[]).await?;
+        self.call(Op::Clunk, name, At::NONE, &[]).await?;
         Ok(got)
     }
 
     async fn append(&mut self, name: &str, offset: u64, data: Bytes) -> Result<()> {
-        let id = number(name)?;
-        self.call(Op::Walk, id, 0, 0, &[]).await?;
-        self.call(Op::Open, id, 0, OFlags::WRONLY.bits(), &[])
+        self.call(Op::Walk, name, At::NONE, &[]).await?;
+        self.call(Op::Open, name, At::open(OFlags::WRONLY), &[])
             .await?;
-        self.write_all(id, offset, &data).await?;
-        self.call(Op::Clunk, id, 0, 0, &[]).await?;
+        self.write_all(name, offset, &data).await?;
+        self.call(Op::Clunk, name, At::NONE, &[]).await?;
         Ok(())
     }
 
     async fn remove(&mut self, name: &str) -> Result<()> {
-        let id = number(name)?;
-        self.call(Op::Walk, id, 0, 0, &[]).await?;
-        self.call(Op::Remove, id, 0, 0, &[]).await?;
+        self.call(Op::Walk, name, At::NONE, &[]).await?;
+        self.call(Op::Remove, name, At::NONE, &[]).await?;
         Ok(())
     }
+
+    fn requests(&self) -> u64 {
+        self.requests
+    }
+}
+
+/// One request as the server reads it.
+struct Request {
+    op: Op,
+    at: At,
+    name: String,
 }
 
 /// The server's side, on a thread of its own: one connection, one request
@@ -216,6 +258,7 @@ fn serve(listener: &TcpListener, dir: &OwnedFd) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let mut open: Option<OwnedFd> = None;
     let mut head = [0u8; HEAD];
+    let mut name = Vec::new();
     let mut data = Vec::new();
     let mut reply = Vec::new();
     loop {
@@ -229,33 +272,31 @@ fn serve(listener: &TcpListener, dir: &OwnedFd) -> io::Result<()> {
             b[..len].copy_from_slice(&head[at..at + len]);
             u64::from_le_bytes(b)
         };
-        let request = Request {
-            op: Op::from_u32(field(0, 4) as u32)
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no such op"))?,
-            len: field(4, 4) as usize,
-            name: format!("pm{:07}", field(8, 8)),
-            offset: field(16, 8),
+        let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+        let op = Op::from_u32(field(0, 4) as u32).ok_or_else(|| invalid("no such op"))?;
+        let at = At {
+            flags: field(4, 4) as u32,
+            offset: field(8, 8),
+            count: field(16, 4) as u32,
         };
-        if request.op == Op::Write {
-            data.resize(request.len, 0);
+        name.resize(field(20, 4) as usize, 0);
+        stream.read_exact(&mut name)?;
+        if op == Op::Write {
+            data.resize(at.count as usize, 0);
             stream.read_exact(&mut data)?;
         }
+        let request = Request {
+            op,
+            at,
+            name: String::from_utf8(name.clone()).map_err(|_| invalid("name not UTF-8"))?,
+        };
         reply.clear();
         reply.extend_from_slice(&[0; 8]);
-        let result = answer(&request, dir, &data, &mut open, &mut reply);
-        let result = result.map_or_else(|e| -i64::from(e.raw_os_error()), |n| n as i64);
+        let result = answer(&request, dir, &data, &mut open, &mut reply)
+            .map_or_else(|e| -i64::from(e.raw_os_error()), |n| n as i64);
         reply[..8].copy_from_slice(&result.to_le_bytes());
         stream.write_all(&reply)?;
     }
-}
-
-/// One request as the server reads it.
-struct Request {
-    op: Op,
-    /// How much to read; open flags for an open.
-    len: usize,
-    name: String,
-    offset: u64,
 }
 
 /// Makes the file system calls of one request on the directory `dir` and
@@ -267,17 +308,12 @@ fn answer(
     open: &mut Option<OwnedFd>,
     reply: &mut Vec<u8>,
 ) -> Result<usize, Errno> {
-    let Request {
-        op,
-        len,
-        ref name,
-        offset,
-    } = *request;
-    match op {
+    let name = request.name.as_str();
+    match request.op {
         Op::Clone => Ok(0),
         Op::Walk => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map(|_| 0),
         Op::Open => {
-            let flags = OFlags::from_bits_retain(len as u32) | OFlags::CLOEXEC;
+            let flags = OFlags::from_bits_retain(request.at.flags) | OFlags::CLOEXEC;
             *open = Some(rustix::fs::openat(dir, name, flags, Mode::empty())?);
             Ok(0)
         }
@@ -290,13 +326,21 @@ fn answer(
         }
         Op::Read => {
             let fd = open.as_ref().ok_or(Errno::BADF)?;
+            // Into the reply's spare room: nothing zeroed first. The room
+            // may be larger than asked; what lies past the count is cut.
+            let count = request.at.count as usize;
             let at = reply.len();
-            reply.resize(at + len, 0);
-            let n = rustix::io::pread(fd, &mut reply[at..], offset)?;
+            reply.reserve(count);
+            let n =
+                rustix::io::pread(fd, rustix::buffer::spare_capacity(reply), request.at.offset)?;
+            let n = n.min(count);
             reply.truncate(at + n);
             Ok(n)
         }
-        Op::Write => rustix::io::pwrite(open.as_ref().ok_or(Errno::BADF)?, data, offset),
+        Op::Write => {
+            let fd = open.as_ref().ok_or(Errno::BADF)?;
+            rustix::io::pwrite(fd, data, request.at.offset)
+        }
         Op::Clunk => {
             *open = None;
             Ok(0)
