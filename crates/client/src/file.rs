@@ -10,6 +10,7 @@ use bytes::Bytes;
 use ninep_wire::*;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::conn::Client;
 use crate::error::Error;
 use crate::fsys::Fid;
 use crate::info::{DirEntry, FileInfo};
@@ -215,13 +216,19 @@ pub(crate) fn writable(offset: u64, len: usize) -> Result<(), Error> {
 }
 
 async fn read_at(fid: &Fid, offset: u64, count: u32) -> Result<Bytes, Error> {
+    read_fid(fid.client(), fid.fid, offset, count).await
+}
+
+/// One read of fid number `fid`, which need not have a handle yet.
+pub(crate) async fn read_fid(
+    client: &Client,
+    fid: ninep_wire::Fid,
+    offset: u64,
+    count: u32,
+) -> Result<Bytes, Error> {
     let count = readable(offset, count);
-    let msg = Tread {
-        fid: fid.fid,
-        offset,
-        count,
-    };
-    read_reply(fid.client().inner.call(msg).await, count)
+    let msg = Tread { fid, offset, count };
+    read_reply(client.inner.call(msg).await, count)
 }
 
 async fn write_at(fid: &Fid, offset: u64, data: Bytes) -> Result<u32, Error> {

@@ -1,5 +1,6 @@
 //! Fids as handles, and an attached tree with path helpers.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
@@ -8,7 +9,7 @@ use ninep_wire::*;
 
 use crate::conn::Client;
 use crate::error::Error;
-use crate::file::File;
+use crate::file::{File, read_fid};
 use crate::info::{DirEntry, FileInfo};
 
 /// A fid: a handle on a file in the server. Dropping it clunks it.
@@ -89,6 +90,26 @@ async fn open_fid(client: &Client, fid: ninep_wire::Fid, flags: u32) -> Result<(
             let mode = convert::open_mode(flags);
             let r = inner.call(Topen { fid, mode }).await?;
             Ok((r.qid, r.iounit))
+        }
+    }
+}
+
+/// The stat of fid number `fid`, which need not have a handle yet; `name`
+/// is the file's name where the reply has none (9P2000.L).
+async fn stat_fid(client: &Client, fid: ninep_wire::Fid, name: String) -> Result<FileInfo, Error> {
+    let dialect = client.dialect();
+    match dialect {
+        Dialect::L => {
+            let msg = Tgetattr {
+                fid,
+                request_mask: dotl::GETATTR_BASIC,
+            };
+            let r = client.inner.call(msg).await?;
+            Ok(FileInfo::from_getattr(r, name))
+        }
+        _ => {
+            let r = client.inner.call(Tstat { fid }).await?;
+            Ok(FileInfo::from_stat(r.stat, dialect))
         }
     }
 }
@@ -262,8 +283,65 @@ impl Fid {
     /// the fid; a server that runs it first refuses it (unknown fid), and
     /// then it is sent again after the walk.
     pub async fn walk_open(&self, names: &[Name], flags: u32) -> Result<File, Error> {
+        let (file, ()) = self.walk_open_then(names, flags, |_, _| async {}).await?;
+        Ok(file)
+    }
+
+    /// As [`Fid::walk_open`], and stats the file and reads up to `count`
+    /// bytes from its start, all in the same round trip: the stat and the
+    /// read go behind the open. ninep's server runs each once the requests
+    /// before it on the new fid are done; where a server ran the stat or
+    /// the read too early and refused it, it is sent again now that the
+    /// file is open. A directory's read is not sent again: its data is
+    /// what the first read gave, or none.
+    pub async fn walk_open_read(
+        &self,
+        names: &[Name],
+        flags: u32,
+        count: u32,
+    ) -> Result<(File, FileInfo, Bytes), Error> {
+        let client = &self.client;
+        let count = count.min(client.msize().saturating_sub(IOHDRSZ));
+        let (file, (info, data)) = self
+            .walk_open_then(names, flags, |fid, name| async move {
+                tokio::join!(
+                    biased;
+                    stat_fid(client, fid, name),
+                    read_fid(client, fid, 0, count)
+                )
+            })
+            .await?;
+        let info = match info {
+            Err(e) if e.is_remote() => file.fid().stat().await?,
+            other => other?,
+        };
+        let data = match data {
+            Err(_) if file.fid().qid().ty.is_dir() => Bytes::new(),
+            Err(e) if e.is_remote() => file.read_at(0, count).await?,
+            other => other?,
+        };
+        Ok((file, info, data))
+    }
+
+    /// Walks to `names` and opens the file there, with what `behind` sends
+    /// (given the new fid's number and the file's name) sent behind the
+    /// open, so that all go in one round trip.
+    async fn walk_open_then<'a, T, F>(
+        &'a self,
+        names: &[Name],
+        flags: u32,
+        behind: impl FnOnce(ninep_wire::Fid, String) -> F,
+    ) -> Result<(File, T), Error>
+    where
+        F: Future<Output = T> + 'a,
+    {
+        let name = names
+            .last()
+            .map_or_else(|| self.name.clone(), |n| n.to_string());
         if names.len() > MAXWELEM {
-            return self.walk(names).await?.open(flags).await;
+            let file = self.walk(names).await?.open(flags).await?;
+            let behind = behind(file.fid().number(), name).await;
+            return Ok((file, behind));
         }
         let inner = &self.client.inner;
         let (mut unfinished, msg) = self.walk_here(names);
@@ -276,7 +354,13 @@ impl Fid {
                 return Err(e);
             }
         };
-        let (walked, opened) = tokio::join!(walked, open_fid(&self.client, newfid, flags));
+        // Polled in this order, each sends its request on its first poll.
+        let (walked, opened, behind) = tokio::join!(
+            biased;
+            walked,
+            open_fid(&self.client, newfid, flags),
+            behind(newfid, name.clone())
+        );
         unfinished.armed = false;
         let wqid = match walked {
             Ok(r) if r.wqid.len() == names.len() => r.wqid,
@@ -295,15 +379,15 @@ impl Fid {
             newfid,
             wqid.last().copied().unwrap_or(self.qid),
         );
-        fid.name = names
-            .last()
-            .map_or_else(|| self.name.clone(), |n| n.to_string());
+        fid.name = name;
         match opened {
             Ok((qid, iounit)) => {
                 fid.qid = qid;
-                Ok(File::new(fid, iounit))
+                Ok((File::new(fid, iounit), behind))
             }
-            Err(e) if e.is_remote() && e.errno() == Errno::EBADF => fid.open(flags).await,
+            Err(e) if e.is_remote() && e.errno() == Errno::EBADF => {
+                Ok((fid.open(flags).await?, behind))
+            }
             Err(e) => Err(e),
         }
     }
@@ -359,21 +443,7 @@ impl Fid {
 
     /// The file's attributes.
     pub async fn stat(&self) -> Result<FileInfo, Error> {
-        let dialect = self.client.dialect();
-        match dialect {
-            Dialect::L => {
-                let msg = Tgetattr {
-                    fid: self.fid,
-                    request_mask: dotl::GETATTR_BASIC,
-                };
-                let r = self.client.inner.call(msg).await?;
-                Ok(FileInfo::from_getattr(r, self.name.clone()))
-            }
-            _ => {
-                let r = self.client.inner.call(Tstat { fid: self.fid }).await?;
-                Ok(FileInfo::from_stat(r.stat, dialect))
-            }
-        }
+        stat_fid(&self.client, self.fid, self.name.clone()).await
     }
 
     /// Removes the file; the fid is clunked either way.

@@ -1,10 +1,10 @@
 //! GET and HEAD of a file: one walk and one stat decide the answer (never a
 //! listing of its directory), and the data is read only for a GET that
 //! will send it. A GET sure to send the file from its start has it walked
-//! to and opened in one round trip (the open sent behind the walk), then
-//! stats it beside its first read; any other request opens nothing before
-//! it knows it will send data, since opening a synthetic file may act (a
-//! clone file makes a conversation).
+//! to, opened, stat'ed and its first piece read in one round trip (each
+//! request sent behind the one before); any other request opens nothing
+//! before it knows it will send data, since opening a synthetic file may
+//! act (a clone file makes a conversation).
 //!
 //! A file that fits in one read is read before the headers go out, so its
 //! Content-Length is what was read. A larger one is piped from a transfer
@@ -19,7 +19,7 @@ use std::io;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderValue, Method, Response, StatusCode, header};
-use ninep_client::{Fid, File, Transfer};
+use ninep_client::{Fid, File, FileInfo, Transfer};
 use ninep_wire::consts::dotl::O_RDONLY;
 
 use crate::body::{Body, Piped, empty, full};
@@ -31,8 +31,9 @@ use crate::validators::{Precondition, Ranged, Validators, preconditions, ranged}
 pub enum Target {
     /// Walked to.
     Walked(Fid),
-    /// Walked to and opened for reading.
-    Opened(File),
+    /// Walked to, opened for reading, stat'ed, and the data at offset 0
+    /// read.
+    Read(File, FileInfo, Bytes),
 }
 
 impl Target {
@@ -40,7 +41,7 @@ impl Target {
     pub fn qid(&self) -> ninep_wire::Qid {
         match self {
             Target::Walked(fid) => fid.qid(),
-            Target::Opened(file) => file.fid().qid(),
+            Target::Read(file, ..) => file.fid().qid(),
         }
     }
 }
@@ -85,10 +86,7 @@ async fn respond(
     window: u64,
 ) -> Result<Response<Body>, ninep_client::Error> {
     let (info, handle) = match target {
-        Target::Opened(file) => {
-            let (info, first) = tokio::join!(file.stat(), file.read_at(0, file.iounit()));
-            (info?, Handle::Read(file, first?))
-        }
+        Target::Read(file, info, first) => (info, Handle::Read(file, first)),
         Target::Walked(fid) => (fid.stat().await?, Handle::Walked(fid)),
     };
     let v = Validators::of(&info);

@@ -277,9 +277,9 @@ impl Door {
         let target = if get::sends_from_the_start(req) {
             shared
                 .root
-                .walk_open(&path.names, O_RDONLY)
+                .walk_open_read(&path.names, O_RDONLY, u32::MAX)
                 .await
-                .map(get::Target::Opened)
+                .map(|(file, info, first)| get::Target::Read(file, info, first))
         } else {
             shared.root.walk(&path.names).await.map(get::Target::Walked)
         };
