@@ -280,8 +280,8 @@ impl Fid {
     /// Walks to `names` and opens the file there (see [`Fid::open`]) in one
     /// round trip: the open, sent without waiting for the walk, names the
     /// fid the walk makes. ninep's server runs it once the walk has made
-    /// the fid; a server that runs it first refuses it (unknown fid), and
-    /// then it is sent again after the walk.
+    /// the fid; a server that runs it first refuses it (an unknown fid),
+    /// and an open refused is sent again once the walk is answered.
     pub async fn walk_open(&self, names: &[Name], flags: u32) -> Result<File, Error> {
         let (file, ()) = self.walk_open_then(names, flags, |_, _| async {}).await?;
         Ok(file)
@@ -385,9 +385,9 @@ impl Fid {
                 fid.qid = qid;
                 Ok((File::new(fid, iounit), behind))
             }
-            Err(e) if e.is_remote() && e.errno() == Errno::EBADF => {
-                Ok((fid.open(flags).await?, behind))
-            }
+            // Refused by a server that ran it before the walk (unknown
+            // fid: EBADF, or EIO from diod): the walk is done now.
+            Err(e) if e.is_remote() => Ok((fid.open(flags).await?, behind)),
             Err(e) => Err(e),
         }
     }

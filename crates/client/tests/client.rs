@@ -144,6 +144,105 @@ async fn silent_peer() -> (Client, tokio::sync::mpsc::UnboundedReceiver<Fcall>) 
     (client, seen)
 }
 
+/// A peer that answers version and attach at once, then holds the next
+/// four requests unanswered until all four have come, and answers them
+/// in order: the walk and the open as asked, the stat refused (as a server
+/// that ran it before the walk would refuse it), the read with `hello`.
+/// A stat after those it refuses too; it reports every request's name.
+async fn holding_peer(
+    stream: DuplexStream,
+    seen: tokio::sync::mpsc::UnboundedSender<&'static str>,
+) {
+    let (r, mut w) = tokio::io::split(stream);
+    let mut frames = FramedRead::new(r, FrameCodec::new(1 << 20, Dialect::L));
+    let mut held = Vec::new();
+    let mut holding = true;
+    while let Some(Ok(frame)) = frames.next().await {
+        let fcall = Fcall::decode(frame, Dialect::L).expect("client sent a valid message");
+        let _ = seen.send(fcall.msg.name());
+        let answer = |msg: &Msg| -> Msg {
+            let qid = Qid::default();
+            match msg {
+                Msg::Tversion(v) => Rversion {
+                    msize: v.msize,
+                    version: "9P2000.L".into(),
+                }
+                .into(),
+                Msg::Tattach(_) => Rattach { qid }.into(),
+                Msg::Twalk(m) => Rwalk {
+                    wqid: vec![qid; m.wname.len()],
+                }
+                .into(),
+                Msg::Tlopen(_) => Rlopen { qid, iounit: 0 }.into(),
+                Msg::Tread(_) => Rread {
+                    data: Bytes::from_static(b"hello"),
+                }
+                .into(),
+                Msg::Tclunk(_) => Rclunk {}.into(),
+                _ => Rlerror {
+                    ecode: Errno::EIO.0,
+                }
+                .into(),
+            }
+        };
+        let mut replies = Vec::new();
+        match &fcall.msg {
+            Msg::Tversion(_) | Msg::Tattach(_) | Msg::Tclunk(_) => replies.push(fcall),
+            _ if holding => {
+                held.push(fcall);
+                if held.len() == 4 {
+                    holding = false;
+                    replies.append(&mut held);
+                }
+            }
+            _ => replies.push(fcall),
+        }
+        for fcall in replies {
+            let mut buf = BytesMut::new();
+            Fcall::new(fcall.tag, answer(&fcall.msg))
+                .encode(Dialect::L, &mut buf)
+                .expect("encode");
+            w.write_all(&buf).await.expect("write");
+        }
+    }
+}
+
+/// walk_open_read sends the walk, the open, the stat and the read before
+/// any reply comes; a stat or read refused (as a server that ran it too
+/// early would refuse it) is sent again once the file is open.
+#[tokio::test]
+async fn a_walk_open_read_sends_all_four_before_any_reply() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(holding_peer(theirs, tx));
+    let options = Options {
+        dialect: Some(Dialect::L),
+        ..Options::default()
+    };
+    let client = Client::over(Box::new(ours), options)
+        .await
+        .expect("connect");
+    let fsys = client.attach("glenda", "").await.expect("attach");
+    let names = [Name::new("file").expect("a name")];
+    let got = tokio::time::timeout(
+        Duration::from_secs(5),
+        fsys.root().walk_open_read(&names, O_RDONLY, 100),
+    )
+    .await
+    .expect("all four were sent before any reply");
+    let err = got.expect_err("the stat is refused twice");
+    assert_eq!(err.errno(), Errno::EIO, "{err}");
+    let mut names = Vec::new();
+    while let Ok(name) = seen.try_recv() {
+        names.push(name);
+    }
+    assert_eq!(
+        names[2..7],
+        ["Twalk", "Tlopen", "Tgetattr", "Tread", "Tgetattr"],
+        "{names:?}"
+    );
+}
+
 /// A walk answered with more qids than names fails (the reply cannot be
 /// trusted) rather than handing out a fid, and the connection goes on.
 #[tokio::test]

@@ -334,6 +334,42 @@ async fn diod_rename() {
     );
 }
 
+/// Fid::walk_open_read against diod, whose threads may run the requests
+/// sent behind the walk before it: each file and directory comes back
+/// whole, however the server ordered them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diod_walk_open_read() {
+    let diod = start_diod("openread");
+    let client = connect(&diod, Some(Dialect::L)).await.unwrap();
+    let fsys = attach(&diod, &client).await;
+    fsys.mkdir("d", 0o755).await.unwrap();
+    std::fs::write(diod.on_disk("d/f"), b"contents\n").unwrap();
+    for _ in 0..50 {
+        let names = [Name::new("d").unwrap(), Name::new("f").unwrap()];
+        let (file, info, data) = fsys
+            .root()
+            .walk_open_read(&names, O_RDONLY, 1000)
+            .await
+            .unwrap();
+        assert_eq!(&data[..], b"contents\n");
+        assert_eq!(info.size, 9);
+        assert!(!file.fid().qid().ty.is_dir());
+        let names = [Name::new("d").unwrap()];
+        let (dir, info, _) = fsys
+            .root()
+            .walk_open_read(&names, O_RDONLY, 1000)
+            .await
+            .unwrap();
+        assert!(info.is_dir() && dir.fid().qid().ty.is_dir());
+    }
+    let names = [Name::new("missing").unwrap()];
+    assert_errno(
+        fsys.root().walk_open_read(&names, O_RDONLY, 1000).await,
+        Errno::ENOENT,
+        "walk_open_read of a missing file",
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diod_version_negotiation() {
     let diod = start_diod("version");

@@ -33,7 +33,7 @@ pub enum Target {
     Walked(Fid),
     /// Walked to, opened for reading, stat'ed, and the data at offset 0
     /// read.
-    Read(File, FileInfo, Bytes),
+    Read(File, Box<FileInfo>, Bytes),
 }
 
 impl Target {
@@ -86,7 +86,7 @@ async fn respond(
     window: u64,
 ) -> Result<Response<Body>, ninep_client::Error> {
     let (info, handle) = match target {
-        Target::Read(file, info, first) => (info, Handle::Read(file, first)),
+        Target::Read(file, info, first) => (*info, Handle::Read(file, first)),
         Target::Walked(fid) => (fid.stat().await?, Handle::Walked(fid)),
     };
     let v = Validators::of(&info);

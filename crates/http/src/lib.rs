@@ -279,7 +279,7 @@ impl Door {
                 .root
                 .walk_open_read(&path.names, O_RDONLY, u32::MAX)
                 .await
-                .map(|(file, info, first)| get::Target::Read(file, info, first))
+                .map(|(file, info, first)| get::Target::Read(file, Box::new(info), first))
         } else {
             shared.root.walk(&path.names).await.map(get::Target::Walked)
         };
