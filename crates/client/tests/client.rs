@@ -134,14 +134,18 @@ async fn silent_peer() -> (Client, tokio::sync::mpsc::UnboundedReceiver<Fcall>) 
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (tx, seen) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(silent_reader(theirs, tx));
+    (dotl_client(ours).await, seen)
+}
+
+/// A 9P2000.L client over `stream`, to a hand-written peer.
+async fn dotl_client(stream: DuplexStream) -> Client {
     let options = Options {
         dialect: Some(Dialect::L),
         ..Options::default()
     };
-    let client = Client::over(Box::new(ours), options)
+    Client::over(Box::new(stream), options)
         .await
-        .expect("connect");
-    (client, seen)
+        .expect("connect")
 }
 
 /// A peer that answers version and attach at once, then holds the next
@@ -215,13 +219,7 @@ async fn a_walk_open_read_sends_all_four_before_any_reply() {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(holding_peer(theirs, tx));
-    let options = Options {
-        dialect: Some(Dialect::L),
-        ..Options::default()
-    };
-    let client = Client::over(Box::new(ours), options)
-        .await
-        .expect("connect");
+    let client = dotl_client(ours).await;
     let fsys = client.attach("glenda", "").await.expect("attach");
     let names = [Name::new("file").expect("a name")];
     let got = tokio::time::timeout(
