@@ -773,6 +773,17 @@ impl Client {
         self.inner.protocol().streams
     }
 
+    /// True if the server runs the requests naming a fid in the order they
+    /// arrive, so that a request may go behind the walk or open that its
+    /// fid awaits without waiting for its reply. ninep's server does, and
+    /// speaks its extensions (streams, resume); a server that runs requests
+    /// side by side (diod) may run one on a fid a walk is still making, on
+    /// the directory the walk has reached so far.
+    pub fn runs_in_order(&self) -> bool {
+        let p = self.inner.protocol();
+        p.streams || p.resume
+    }
+
     /// True once the connection is gone: every request fails from then on.
     pub fn is_closed(&self) -> bool {
         self.inner.lock().closed

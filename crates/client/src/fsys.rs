@@ -210,9 +210,7 @@ impl Fid {
         }
         unfinished.armed = false;
         let mut fid = Fid::new(self.client.clone(), newfid, qid);
-        fid.name = names
-            .last()
-            .map_or_else(|| self.name.clone(), |n| n.to_string());
+        fid.name = self.name_of(names);
         Ok(fid)
     }
 
@@ -248,9 +246,7 @@ impl Fid {
         }
         let qid = wqid.last().copied().unwrap_or(self.qid);
         let mut fid = Fid::new(self.client.clone(), newfid, qid);
-        fid.name = names
-            .last()
-            .map_or_else(|| self.name.clone(), |n| n.to_string());
+        fid.name = self.name_of(names);
         Ok((wqid, Some(fid)))
     }
 
@@ -277,23 +273,20 @@ impl Fid {
         Ok(File::new(fid, iounit))
     }
 
-    /// Walks to `names` and opens the file there (see [`Fid::open`]) in one
-    /// round trip: the open, sent without waiting for the walk, names the
-    /// fid the walk makes. ninep's server runs it once the walk has made
-    /// the fid; a server that runs it first refuses it (an unknown fid),
-    /// and an open refused is sent again once the walk is answered.
+    /// Walks to `names` and opens the file there (see [`Fid::open`]), in
+    /// one round trip where the server runs requests in order
+    /// ([`Client::runs_in_order`]): the open, sent without waiting for the
+    /// walk, names the fid the walk makes.
     pub async fn walk_open(&self, names: &[Name], flags: u32) -> Result<File, Error> {
         let (file, ()) = self.walk_open_then(names, flags, |_, _| async {}).await?;
         Ok(file)
     }
 
     /// As [`Fid::walk_open`], and stats the file and reads up to `count`
-    /// bytes from its start, all in the same round trip: the stat and the
-    /// read go behind the open. ninep's server runs each once the requests
-    /// before it on the new fid are done; where a server ran the stat or
-    /// the read too early and refused it, it is sent again now that the
-    /// file is open. A directory's read is not sent again: its data is
-    /// what the first read gave, or none.
+    /// bytes from its start, all in the same round trip where the server
+    /// runs requests in order: the stat and the read go behind the open.
+    /// A directory's data is what its read gave, or none where reading a
+    /// directory is refused (9P2000.L).
     pub async fn walk_open_read(
         &self,
         names: &[Name],
@@ -311,16 +304,11 @@ impl Fid {
                 )
             })
             .await?;
-        let info = match info {
-            Err(e) if e.is_remote() => file.fid().stat().await?,
-            other => other?,
-        };
         let data = match data {
-            Err(_) if file.fid().qid().ty.is_dir() => Bytes::new(),
-            Err(e) if e.is_remote() => file.read_at(0, count).await?,
+            Err(e) if e.is_remote() && file.fid().qid().ty.is_dir() => Bytes::new(),
             other => other?,
         };
-        Ok((file, info, data))
+        Ok((file, info?, data))
     }
 
     /// Walks to `names` and opens the file there, with what `behind` sends
@@ -335,13 +323,53 @@ impl Fid {
     where
         F: Future<Output = T> + 'a,
     {
-        let name = names
-            .last()
-            .map_or_else(|| self.name.clone(), |n| n.to_string());
-        if names.len() > MAXWELEM {
+        let client = &self.client;
+        if !client.runs_in_order() {
+            // Nothing behind an open either: such a server may run a read
+            // while the open is still under way.
             let file = self.walk(names).await?.open(flags).await?;
-            let behind = behind(file.fid().number(), name).await;
+            let behind = behind(file.fid().number(), self.name_of(names)).await;
             return Ok((file, behind));
+        }
+        let (fid, (opened, behind)) = self
+            .walk_then(names, |newfid, name| async move {
+                tokio::join!(
+                    biased;
+                    open_fid(client, newfid, flags),
+                    behind(newfid, name)
+                )
+            })
+            .await?;
+        let (qid, iounit) = opened?;
+        let mut fid = fid;
+        fid.qid = qid;
+        Ok((File::new(fid, iounit), behind))
+    }
+
+    /// The name of the file `names` lead to from this one.
+    fn name_of(&self, names: &[Name]) -> String {
+        names
+            .last()
+            .map_or_else(|| self.name.clone(), |n| n.to_string())
+    }
+
+    /// Walks to `names`, with what `behind` sends (given the new fid's
+    /// number and the file's name) sent behind the walk without waiting
+    /// for it where the server runs requests in order; otherwise, or past
+    /// 16 names (several walks), `behind` goes once the walk is done.
+    async fn walk_then<'a, T, F>(
+        &'a self,
+        names: &[Name],
+        behind: impl FnOnce(ninep_wire::Fid, String) -> F,
+    ) -> Result<(Fid, T), Error>
+    where
+        F: Future<Output = T> + 'a,
+    {
+        let name = self.name_of(names);
+        if names.len() > MAXWELEM || !self.client.runs_in_order() {
+            let fid = self.walk(names).await?;
+            let behind = behind(fid.number(), name).await;
+            return Ok((fid, behind));
         }
         let inner = &self.client.inner;
         let (mut unfinished, msg) = self.walk_here(names);
@@ -355,12 +383,7 @@ impl Fid {
             }
         };
         // Polled in this order, each sends its request on its first poll.
-        let (walked, opened, behind) = tokio::join!(
-            biased;
-            walked,
-            open_fid(&self.client, newfid, flags),
-            behind(newfid, name.clone())
-        );
+        let (walked, behind) = tokio::join!(biased; walked, behind(newfid, name.clone()));
         unfinished.armed = false;
         let wqid = match walked {
             Ok(r) if r.wqid.len() == names.len() => r.wqid,
@@ -380,16 +403,7 @@ impl Fid {
             wqid.last().copied().unwrap_or(self.qid),
         );
         fid.name = name;
-        match opened {
-            Ok((qid, iounit)) => {
-                fid.qid = qid;
-                Ok((File::new(fid, iounit), behind))
-            }
-            // Refused by a server that ran it before the walk (unknown
-            // fid: EBADF, or EIO from diod): the walk is done now.
-            Err(e) if e.is_remote() => Ok((fid.open(flags).await?, behind)),
-            Err(e) => Err(e),
-        }
+        Ok((fid, behind))
     }
 
     /// Creates `name` in this directory with permissions `perm` and opens it

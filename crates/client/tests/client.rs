@@ -148,13 +148,15 @@ async fn dotl_client(stream: DuplexStream) -> Client {
         .expect("connect")
 }
 
-/// A peer that answers version and attach at once, then holds the next
-/// four requests unanswered until all four have come, and answers them
-/// in order: the walk and the open as asked, the stat refused (as a server
-/// that ran it before the walk would refuse it), the read with `hello`.
-/// A stat after those it refuses too; it reports every request's name.
+/// A peer that answers version (with the extensions asked for where
+/// `ordered`, as ninep's server, which runs requests in order) and attach
+/// at once, then holds the next four requests unanswered until all four
+/// have come, and answers them in order: the walk and the open as asked,
+/// the stat refused, the read with `hello`. It reports every request's
+/// name.
 async fn holding_peer(
     stream: DuplexStream,
+    ordered: bool,
     seen: tokio::sync::mpsc::UnboundedSender<&'static str>,
 ) {
     let (r, mut w) = tokio::io::split(stream);
@@ -169,7 +171,11 @@ async fn holding_peer(
             match msg {
                 Msg::Tversion(v) => Rversion {
                     msize: v.msize,
-                    version: "9P2000.L".into(),
+                    version: if ordered {
+                        v.version.clone()
+                    } else {
+                        "9P2000.L".into()
+                    },
                 }
                 .into(),
                 Msg::Tattach(_) => Rattach { qid }.into(),
@@ -212,33 +218,43 @@ async fn holding_peer(
 }
 
 /// walk_open_read sends the walk, the open, the stat and the read before
-/// any reply comes; a stat or read refused (as a server that ran it too
-/// early would refuse it) is sent again once the file is open.
+/// any reply comes to a server that runs requests in order, and nothing
+/// behind the walk to one that does not say so (which might run the open
+/// on the fid while the walk is still making it).
 #[tokio::test]
-async fn a_walk_open_read_sends_all_four_before_any_reply() {
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(holding_peer(theirs, tx));
-    let client = dotl_client(ours).await;
-    let fsys = client.attach("glenda", "").await.expect("attach");
-    let names = [Name::new("file").expect("a name")];
-    let got = tokio::time::timeout(
-        Duration::from_secs(5),
-        fsys.root().walk_open_read(&names, O_RDONLY, 100),
-    )
-    .await
-    .expect("all four were sent before any reply");
-    let err = got.expect_err("the stat is refused twice");
-    assert_eq!(err.errno(), Errno::EIO, "{err}");
-    let mut names = Vec::new();
-    while let Ok(name) = seen.try_recv() {
-        names.push(name);
+async fn a_walk_open_read_goes_in_one_round_trip_where_the_server_keeps_order() {
+    for ordered in [true, false] {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(holding_peer(theirs, ordered, tx));
+        let client = dotl_client(ours).await;
+        assert_eq!(client.runs_in_order(), ordered);
+        let fsys = client.attach("glenda", "").await.expect("attach");
+        let names = [Name::new("file").expect("a name")];
+        let got = tokio::time::timeout(
+            Duration::from_millis(if ordered { 5000 } else { 300 }),
+            fsys.root().walk_open_read(&names, O_RDONLY, 100),
+        )
+        .await;
+        let mut sent = Vec::new();
+        while let Ok(name) = seen.try_recv() {
+            sent.push(name);
+        }
+        if ordered {
+            let err = got
+                .expect("all four were sent before any reply")
+                .expect_err("the stat is refused");
+            assert_eq!(err.errno(), Errno::EIO, "{err}");
+            assert_eq!(
+                sent[2..],
+                ["Twalk", "Tlopen", "Tgetattr", "Tread"],
+                "{sent:?}"
+            );
+        } else {
+            assert!(got.is_err(), "the peer holds the walk: nothing came back");
+            assert_eq!(sent[2..], ["Twalk"], "{sent:?}");
+        }
     }
-    assert_eq!(
-        names[2..7],
-        ["Twalk", "Tlopen", "Tgetattr", "Tread", "Tgetattr"],
-        "{names:?}"
-    );
 }
 
 /// A walk answered with more qids than names fails (the reply cannot be

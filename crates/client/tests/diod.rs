@@ -334,9 +334,10 @@ async fn diod_rename() {
     );
 }
 
-/// Fid::walk_open_read against diod, whose threads may run the requests
-/// sent behind the walk before it: each file and directory comes back
-/// whole, however the server ordered them.
+/// Fid::walk_open_read against diod, whose threads may run requests side
+/// by side: nothing goes behind a walk or an open there (a stat behind a
+/// walk of `d/f` got `d`'s attributes, and a read behind an open an
+/// unknown fid), and each file and directory comes back whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diod_walk_open_read() {
     let diod = start_diod("openread");
@@ -368,6 +369,7 @@ async fn diod_walk_open_read() {
         Errno::ENOENT,
         "walk_open_read of a missing file",
     );
+    assert!(!client.runs_in_order());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -56,8 +56,9 @@ pub async fn file(req: &Parts, name: &str, target: Target, window: u64) -> Respo
 }
 
 /// True for a GET of the whole file, whatever its state: its first piece
-/// is sure to be sent, so the file is opened at once and its first piece
-/// read beside the stat, round trips saved.
+/// is sure to be sent, so the file is opened, stat'ed and its first piece
+/// read with the walk, round trips saved. (A directory named without its
+/// final slash is read too before it is sent to its URL with one.)
 pub fn sends_from_the_start(req: &Parts) -> bool {
     req.method == Method::GET
         && ![

@@ -133,7 +133,7 @@ async fn synthetic_files_are_chunked_without_validators() {
         "{head_only}"
     );
     // HEAD read nothing: the next GET is the file's second read, a plain
-    // GET (whose first read goes beside the stat) its third.
+    // GET (whose first read goes with the walk) its third.
     assert!(exchange(addr, get).await.contains("read 1\n"));
     let plain = exchange(
         addr,
@@ -147,6 +147,25 @@ async fn synthetic_files_are_chunked_without_validators() {
         "{plain}"
     );
     assert!(plain.contains("read 2\n"), "{plain}");
+}
+
+/// A GET whose open the server refuses is answered with the refusal,
+/// in one round trip as any other, and the door serves on.
+#[tokio::test]
+async fn a_refused_open_is_forbidden() {
+    let root = Dir::new()
+        .write("sink", |_, _| Ok(()))
+        .file("plain", "hello");
+    let (fsys, _) = attach(Tree::new(root)).await;
+    let addr = open(fsys, ninep_http::Options::default()).await;
+    let get = |path: &str| format!("GET /{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let refused = exchange(addr, &get("sink")).await;
+    assert!(refused.starts_with("HTTP/1.1 403 "), "{refused}");
+    let plain = exchange(addr, &get("plain")).await;
+    assert!(
+        plain.starts_with("HTTP/1.1 200 ") && plain.contains("\r\nhello\r\n"),
+        "{plain}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

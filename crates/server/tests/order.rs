@@ -2,7 +2,8 @@
 //! without waiting for its reply, run after it where they need it: a walk,
 //! the open of the fid it makes, a stat and a read all go in one round
 //! trip (the client's `walk_open_read`), however long the walk and the
-//! open take. (A stat needs no open, and may be answered before it.)
+//! open take. (The stat waits for the open too, but its reply may leave
+//! first: both are made once the open is done.)
 
 mod transcript;
 
