@@ -115,6 +115,23 @@ impl State {
         self.sent += 1;
     }
 
+    /// The tags awaiting answers, requests in the order they were first
+    /// made and then the rest: sent again on a new connection, a request
+    /// sent behind the walk or open of its fid (`Fid::walk_open_read`) must
+    /// still follow it.
+    fn tags_in_order(&self) -> Vec<u16> {
+        let mut tags: Vec<(u64, u16)> = self
+            .pending
+            .iter()
+            .map(|(&tag, waiter)| match waiter {
+                Waiter::Reply { request, .. } => (*request, tag),
+                _ => (u64::MAX, tag),
+            })
+            .collect();
+        tags.sort_unstable();
+        tags.into_iter().map(|(_, tag)| tag).collect()
+    }
+
     /// True if the request on `tag` reached a server that says it
     /// received `received` frames.
     fn reached(&self, tag: u16, received: u64) -> bool {

@@ -78,18 +78,7 @@ impl Inner {
     fn cut_off(&self, state: &mut State) {
         let mut fids = self.fids.lock();
         fids.connection_lost();
-        // In the order they were first made: a request sent behind the walk
-        // or open of its fid (Fid::walk_open_read) must follow it again.
-        let mut tags: Vec<(u64, u16)> = state
-            .pending
-            .iter()
-            .map(|(&tag, waiter)| match waiter {
-                Waiter::Reply { request, .. } => (*request, tag),
-                _ => (u64::MAX, tag),
-            })
-            .collect();
-        tags.sort_unstable();
-        for (_, tag) in tags {
+        for tag in state.tags_in_order() {
             if !state.sent_at.contains_key(&tag)
                 && matches!(state.pending.get(&tag), Some(Waiter::Reply { .. }))
             {
@@ -209,18 +198,7 @@ impl Inner {
             .filter(|f| state.reached(f.tag, received))
             .collect();
         let mut again: Vec<(u16, Msg)> = Vec::new();
-        // In the order they were first made: a request sent behind the walk
-        // or open of its fid (Fid::walk_open_read) must follow it again.
-        let mut tags: Vec<(u64, u16)> = state
-            .pending
-            .iter()
-            .map(|(&tag, waiter)| match waiter {
-                Waiter::Reply { request, .. } => (*request, tag),
-                _ => (u64::MAX, tag),
-            })
-            .collect();
-        tags.sort_unstable();
-        for (_, tag) in tags {
+        for tag in state.tags_in_order() {
             let reached = state.reached(tag, received);
             let msg: Msg = match state.pending.get(&tag) {
                 Some(Waiter::Flushing) if reached => {
@@ -304,18 +282,7 @@ impl Inner {
         let mut frames = Vec::new();
         // Fids made again whose Tclunk or Tremove is among those sent.
         let mut ending = Vec::new();
-        // In the order they were first made: a request sent behind the walk
-        // or open of its fid (Fid::walk_open_read) must follow it again.
-        let mut tags: Vec<(u64, u16)> = state
-            .pending
-            .iter()
-            .map(|(&tag, waiter)| match waiter {
-                Waiter::Reply { request, .. } => (*request, tag),
-                _ => (u64::MAX, tag),
-            })
-            .collect();
-        tags.sort_unstable();
-        for (_, tag) in tags {
+        for tag in state.tags_in_order() {
             let Some(waiter) = state.pending.remove(&tag) else {
                 continue;
             };
