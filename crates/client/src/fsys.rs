@@ -313,7 +313,10 @@ impl Fid {
 
     /// Walks to `names` and opens the file there, with what `behind` sends
     /// (given the new fid's number and the file's name) sent behind the
-    /// open, so that all go in one round trip.
+    /// open: all in one round trip where the server runs requests in
+    /// order; otherwise, or past 16 names (several walks), one after
+    /// another, since such a server may run a request on a fid that a walk
+    /// or an open is still under way on.
     async fn walk_open_then<'a, T, F>(
         &'a self,
         names: &[Name],
@@ -323,53 +326,11 @@ impl Fid {
     where
         F: Future<Output = T> + 'a,
     {
-        let client = &self.client;
-        if !client.runs_in_order() {
-            // Nothing behind an open either: such a server may run a read
-            // while the open is still under way.
-            let file = self.walk(names).await?.open(flags).await?;
-            let behind = behind(file.fid().number(), self.name_of(names)).await;
-            return Ok((file, behind));
-        }
-        let (fid, (opened, behind)) = self
-            .walk_then(names, |newfid, name| async move {
-                tokio::join!(
-                    biased;
-                    open_fid(client, newfid, flags),
-                    behind(newfid, name)
-                )
-            })
-            .await?;
-        let (qid, iounit) = opened?;
-        let mut fid = fid;
-        fid.qid = qid;
-        Ok((File::new(fid, iounit), behind))
-    }
-
-    /// The name of the file `names` lead to from this one.
-    fn name_of(&self, names: &[Name]) -> String {
-        names
-            .last()
-            .map_or_else(|| self.name.clone(), |n| n.to_string())
-    }
-
-    /// Walks to `names`, with what `behind` sends (given the new fid's
-    /// number and the file's name) sent behind the walk without waiting
-    /// for it where the server runs requests in order; otherwise, or past
-    /// 16 names (several walks), `behind` goes once the walk is done.
-    async fn walk_then<'a, T, F>(
-        &'a self,
-        names: &[Name],
-        behind: impl FnOnce(ninep_wire::Fid, String) -> F,
-    ) -> Result<(Fid, T), Error>
-    where
-        F: Future<Output = T> + 'a,
-    {
         let name = self.name_of(names);
         if names.len() > MAXWELEM || !self.client.runs_in_order() {
-            let fid = self.walk(names).await?;
-            let behind = behind(fid.number(), name).await;
-            return Ok((fid, behind));
+            let file = self.walk(names).await?.open(flags).await?;
+            let behind = behind(file.fid().number(), name).await;
+            return Ok((file, behind));
         }
         let inner = &self.client.inner;
         let (mut unfinished, msg) = self.walk_here(names);
@@ -383,7 +344,12 @@ impl Fid {
             }
         };
         // Polled in this order, each sends its request on its first poll.
-        let (walked, behind) = tokio::join!(biased; walked, behind(newfid, name.clone()));
+        let (walked, opened, behind) = tokio::join!(
+            biased;
+            walked,
+            open_fid(&self.client, newfid, flags),
+            behind(newfid, name.clone())
+        );
         unfinished.armed = false;
         let wqid = match walked {
             Ok(r) if r.wqid.len() == names.len() => r.wqid,
@@ -403,7 +369,17 @@ impl Fid {
             wqid.last().copied().unwrap_or(self.qid),
         );
         fid.name = name;
-        Ok((fid, behind))
+        // Dropped on an error, the walked fid is clunked.
+        let (qid, iounit) = opened?;
+        fid.qid = qid;
+        Ok((File::new(fid, iounit), behind))
+    }
+
+    /// The name of the file `names` lead to from this one.
+    fn name_of(&self, names: &[Name]) -> String {
+        names
+            .last()
+            .map_or_else(|| self.name.clone(), |n| n.to_string())
     }
 
     /// Creates `name` in this directory with permissions `perm` and opens it
