@@ -94,6 +94,44 @@ async fn open_fid(client: &Client, fid: ninep_wire::Fid, flags: u32) -> Result<(
     }
 }
 
+/// Creates `name` in the directory of fid number `fid`, which becomes the
+/// new file, opened with Linux open flags.
+async fn create_fid(
+    client: &Client,
+    fid: ninep_wire::Fid,
+    name: Name,
+    perm: u32,
+    flags: u32,
+    gid: u32,
+) -> Result<(Qid, u32), Error> {
+    let inner = &client.inner;
+    match client.dialect() {
+        Dialect::L => {
+            let mode = perm & 0o7777;
+            let msg = Tlcreate {
+                fid,
+                name,
+                flags,
+                mode,
+                gid,
+            };
+            let r = inner.call(msg).await?;
+            Ok((r.qid, r.iounit))
+        }
+        _ => {
+            let msg = Tcreate {
+                fid,
+                name,
+                perm,
+                mode: convert::open_mode(flags),
+                extension: String::new(),
+            };
+            let r = inner.call(msg).await?;
+            Ok((r.qid, r.iounit))
+        }
+    }
+}
+
 /// The stat of fid number `fid`, which need not have a handle yet; `name`
 /// is the file's name where the reply has none (9P2000.L).
 async fn stat_fid(client: &Client, fid: ninep_wire::Fid, name: String) -> Result<FileInfo, Error> {
@@ -313,10 +351,7 @@ impl Fid {
 
     /// Walks to `names` and opens the file there, with what `behind` sends
     /// (given the new fid's number and the file's name) sent behind the
-    /// open: all in one round trip where the server runs requests in
-    /// order; otherwise, or past 16 names (several walks), one after
-    /// another, since such a server may run a request on a fid that a walk
-    /// or an open is still under way on.
+    /// open.
     async fn walk_open_then<'a, T, F>(
         &'a self,
         names: &[Name],
@@ -326,11 +361,36 @@ impl Fid {
     where
         F: Future<Output = T> + 'a,
     {
+        let client = &self.client;
         let name = self.name_of(names);
+        let open = |fid| open_fid(client, fid, flags);
+        self.walk_then_open(names, name, open, behind).await
+    }
+
+    /// Walks to `names` and opens the file there by what `open` sends (an
+    /// open or a create) on the new fid, with what `behind` sends sent
+    /// behind it; `name` is the file's. All go in one round trip where the
+    /// server runs requests in order; otherwise, or past 16 names (several
+    /// walks), one after another, since such a server may run a request on
+    /// a fid that a walk or an open is still under way on.
+    async fn walk_then_open<'a, T, O, F>(
+        &'a self,
+        names: &[Name],
+        name: String,
+        open: impl FnOnce(ninep_wire::Fid) -> O,
+        behind: impl FnOnce(ninep_wire::Fid, String) -> F,
+    ) -> Result<(File, T), Error>
+    where
+        O: Future<Output = Result<(Qid, u32), Error>> + 'a,
+        F: Future<Output = T> + 'a,
+    {
         if names.len() > MAXWELEM || !self.client.runs_in_order() {
-            let file = self.walk(names).await?.open(flags).await?;
-            let behind = behind(file.fid().number(), name).await;
-            return Ok((file, behind));
+            let mut fid = self.walk(names).await?;
+            fid.name = name.clone();
+            let (qid, iounit) = open(fid.number()).await?;
+            fid.qid = qid;
+            let behind = behind(fid.number(), name).await;
+            return Ok((File::new(fid, iounit), behind));
         }
         let inner = &self.client.inner;
         let (mut unfinished, msg) = self.walk_here(names);
@@ -347,7 +407,7 @@ impl Fid {
         let (walked, opened, behind) = tokio::join!(
             biased;
             walked,
-            open_fid(&self.client, newfid, flags),
+            open(newfid),
             behind(newfid, name.clone())
         );
         unfinished.armed = false;
@@ -399,36 +459,31 @@ impl Fid {
         gid: u32,
     ) -> Result<File, Error> {
         let name = entry_name(name)?;
-        let inner = &self.client.inner;
-        let fid = self.fid;
-        let (qid, iounit) = match self.client.dialect() {
-            Dialect::L => {
-                let mode = perm & 0o7777;
-                let msg = Tlcreate {
-                    fid,
-                    name,
-                    flags,
-                    mode,
-                    gid,
-                };
-                let r = inner.call(msg).await?;
-                (r.qid, r.iounit)
-            }
-            _ => {
-                let msg = Tcreate {
-                    fid,
-                    name,
-                    perm,
-                    mode: convert::open_mode(flags),
-                    extension: String::new(),
-                };
-                let r = inner.call(msg).await?;
-                (r.qid, r.iounit)
-            }
-        };
+        let (qid, iounit) = create_fid(&self.client, self.fid, name, perm, flags, gid).await?;
         let mut fid = self;
         fid.qid = qid;
         Ok(File::new(fid, iounit))
+    }
+
+    /// Creates `name` in this directory as [`Fid::create_with_gid`] does,
+    /// on a new fid (this one stays the directory's), and stats the new
+    /// file: the clone's walk, the create and the stat in one round trip
+    /// where the server runs requests in order.
+    pub async fn create_beside(
+        &self,
+        name: &str,
+        perm: u32,
+        flags: u32,
+        gid: u32,
+    ) -> Result<(File, FileInfo), Error> {
+        let entry = entry_name(name)?;
+        let client = &self.client;
+        let create = |fid| create_fid(client, fid, entry, perm, flags, gid);
+        let stat = |fid, name| stat_fid(client, fid, name);
+        let (file, info) = self
+            .walk_then_open(&[], name.to_owned(), create, stat)
+            .await?;
+        Ok((file, info?))
     }
 
     /// The file's attributes.

@@ -10,7 +10,7 @@ use ninep_client::{Client, Options};
 use ninep_ramfs::RamFs;
 use ninep_server::Server;
 use ninep_transport::FrameCodec;
-use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR};
+use ninep_wire::consts::dotl::{O_EXCL, O_RDONLY, O_RDWR};
 use ninep_wire::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio_util::codec::FramedRead;
@@ -64,6 +64,35 @@ async fn walks_longer_than_sixteen_names() {
             .await
             .expect_err("walk");
         assert_eq!(err.errno(), Errno::ENOENT);
+    }
+}
+
+/// create_beside makes the file on a fid of its own (the directory's stays
+/// the directory's) and stats the new file, not the directory, in every
+/// dialect; a name taken is refused and leaves nothing open.
+#[tokio::test]
+async fn a_file_created_beside_its_directory_is_stat_ed() {
+    for dialect in Dialect::ALL {
+        let client = ramfs(dialect).await;
+        assert!(client.runs_in_order(), "{dialect}");
+        let fsys = client.attach("glenda", "").await.expect("attach");
+        let root = fsys.root();
+        let (file, info) = root
+            .create_beside("new", 0o644, O_RDWR | O_EXCL, NONUNAME)
+            .await
+            .expect("create");
+        assert_eq!(info.qid, file.fid().qid(), "{dialect}");
+        assert!(!info.is_dir() && info.size == 0, "{dialect}: {info:?}");
+        assert!(root.qid().ty.is_dir());
+        file.write_all_at(0, "made".into()).await.expect("write");
+        drop(file);
+        assert_eq!(fsys.read_to_string("new").await.expect("read"), "made");
+        let err = root
+            .create_beside("new", 0o644, O_RDWR | O_EXCL, NONUNAME)
+            .await
+            .expect_err("the name is taken");
+        assert_eq!(err.errno(), Errno::EEXIST, "{dialect}: {err}");
+        assert_eq!(fsys.read_dir("").await.expect("list").len(), 1);
     }
 }
 

@@ -70,7 +70,7 @@ impl Conn {
         Ok((info.qid, self.info_attr(&info)))
     }
 
-    fn info_attr(&self, info: &FileInfo) -> FileAttr {
+    pub fn info_attr(&self, info: &FileInfo) -> FileAttr {
         let known = |id: u32, or: u32| if id == NONUNAME { or } else { id };
         // A stat has no link count; a directory has at least two.
         let nlink = match self.dialect {

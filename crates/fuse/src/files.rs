@@ -115,15 +115,16 @@ impl Inner {
             flags = writeback_flags(flags);
         }
         let dir = self.fid(parent, user).await?;
-        let at = dir.clone_fid().await.map_err(errno)?;
-        let file = at
-            .create_with_gid(name.as_str(), perm, flags, gid)
+        // The clone of the directory's fid, the create on it and the stat
+        // of the new file go together where the server keeps their order.
+        let (file, info) = dir
+            .create_beside(name.as_str(), perm, flags, gid)
             .await
             .map_err(errno)?;
         // The new file's inode gets a walked fid only when one is needed:
         // most files written and closed are next removed by name, or
         // opened, which walks anyway.
-        let attrs = self.conn.attr(file.fid()).await?;
+        let attrs = (info.qid, self.conn.info_attr(&info));
         self.nodes()
             .entries_changed(parent, std::time::SystemTime::now());
         let attr = self.found(parent, name, user, None, attrs);
