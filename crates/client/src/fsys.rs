@@ -364,16 +364,16 @@ impl Fid {
         let client = &self.client;
         let name = self.name_of(names);
         let open = |fid| open_fid(client, fid, flags);
-        self.walk_then_open(names, name, open, behind).await
+        self.walk_then_make_file(names, name, open, behind).await
     }
 
-    /// Walks to `names` and opens the file there by what `open` sends (an
-    /// open or a create) on the new fid, with what `behind` sends sent
+    /// Walks to `names` and makes the new fid an open file by what `open`
+    /// sends (an open, or a create in the directory walked to), with what `behind` sends sent
     /// behind it; `name` is the file's. All go in one round trip where the
     /// server runs requests in order; otherwise, or past 16 names (several
     /// walks), one after another, since such a server may run a request on
     /// a fid that a walk or an open is still under way on.
-    async fn walk_then_open<'a, T, O, F>(
+    async fn walk_then_make_file<'a, T, O, F>(
         &'a self,
         names: &[Name],
         name: String,
@@ -458,10 +458,11 @@ impl Fid {
         flags: u32,
         gid: u32,
     ) -> Result<File, Error> {
-        let name = entry_name(name)?;
-        let (qid, iounit) = create_fid(&self.client, self.fid, name, perm, flags, gid).await?;
+        let entry = entry_name(name)?;
+        let (qid, iounit) = create_fid(&self.client, self.fid, entry, perm, flags, gid).await?;
         let mut fid = self;
         fid.qid = qid;
+        fid.name = name.to_owned();
         Ok(File::new(fid, iounit))
     }
 
@@ -481,9 +482,15 @@ impl Fid {
         let create = |fid| create_fid(client, fid, entry, perm, flags, gid);
         let stat = |fid, name| stat_fid(client, fid, name);
         let (file, info) = self
-            .walk_then_open(&[], name.to_owned(), create, stat)
+            .walk_then_make_file(&[], name.to_owned(), create, stat)
             .await?;
-        Ok((file, info?))
+        // The file is made: a stat refused beside the create (too many
+        // requests in flight) is asked again rather than fail it.
+        let info = match info {
+            Ok(info) => info,
+            Err(_) => file.fid().stat().await?,
+        };
+        Ok((file, info))
     }
 
     /// The file's attributes.

@@ -179,13 +179,13 @@ async fn dotl_client(stream: DuplexStream) -> Client {
 
 /// A peer that answers version (with the extensions asked for where
 /// `ordered`, as ninep's server, which runs requests in order) and attach
-/// at once, then holds the next four requests unanswered until all four
-/// have come, and answers them in order: the walk and the open as asked,
-/// the stat refused, the read with `hello`. It reports every request's
-/// name.
+/// at once, then holds the next `hold` requests unanswered until all have
+/// come, and answers them in order: walks, opens and creates as asked,
+/// stats refused, reads with `hello`. It reports every request's name.
 async fn holding_peer(
     stream: DuplexStream,
     ordered: bool,
+    hold: usize,
     seen: tokio::sync::mpsc::UnboundedSender<&'static str>,
 ) {
     let (r, mut w) = tokio::io::split(stream);
@@ -213,6 +213,7 @@ async fn holding_peer(
                 }
                 .into(),
                 Msg::Tlopen(_) => Rlopen { qid, iounit: 0 }.into(),
+                Msg::Tlcreate(_) => Rlcreate { qid, iounit: 0 }.into(),
                 Msg::Tread(_) => Rread {
                     data: Bytes::from_static(b"hello"),
                 }
@@ -229,7 +230,7 @@ async fn holding_peer(
             Msg::Tversion(_) | Msg::Tattach(_) | Msg::Tclunk(_) => replies.push(fcall),
             _ if holding => {
                 held.push(fcall);
-                if held.len() == 4 {
+                if held.len() == hold {
                     holding = false;
                     replies.append(&mut held);
                 }
@@ -253,37 +254,72 @@ async fn holding_peer(
 #[tokio::test]
 async fn a_walk_open_read_goes_in_one_round_trip_where_the_server_keeps_order() {
     for ordered in [true, false] {
-        let (ours, theirs) = tokio::io::duplex(1 << 16);
-        let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(holding_peer(theirs, ordered, tx));
-        let client = dotl_client(ours).await;
-        assert_eq!(client.runs_in_order(), ordered);
-        let fsys = client.attach("glenda", "").await.expect("attach");
-        let names = [Name::new("file").expect("a name")];
-        let got = tokio::time::timeout(
-            Duration::from_millis(if ordered { 5000 } else { 300 }),
-            fsys.root().walk_open_read(&names, O_RDONLY, 100),
-        )
+        let (got, sent) = against_holding_peer(ordered, 4, |fsys| async move {
+            let names = [Name::new("file").expect("a name")];
+            fsys.root().walk_open_read(&names, O_RDONLY, 100).await
+        })
         .await;
-        let mut sent = Vec::new();
-        while let Ok(name) = seen.try_recv() {
-            sent.push(name);
-        }
         if ordered {
             let err = got
                 .expect("all four were sent before any reply")
                 .expect_err("the stat is refused");
             assert_eq!(err.errno(), Errno::EIO, "{err}");
-            assert_eq!(
-                sent[2..],
-                ["Twalk", "Tlopen", "Tgetattr", "Tread"],
-                "{sent:?}"
-            );
+            assert_eq!(sent, ["Twalk", "Tlopen", "Tgetattr", "Tread"]);
         } else {
-            assert!(got.is_err(), "the peer holds the walk: nothing came back");
-            assert_eq!(sent[2..], ["Twalk"], "{sent:?}");
+            assert!(got.is_none(), "the peer holds the walk: nothing came back");
+            assert_eq!(sent, ["Twalk"]);
         }
     }
+}
+
+/// create_beside sends the clone's walk, the create and the stat before
+/// any reply to a server that runs requests in order, and only the walk
+/// to one that does not say so; a stat refused beside a create that was
+/// made is asked again.
+#[tokio::test]
+async fn a_create_beside_goes_in_one_round_trip_where_the_server_keeps_order() {
+    for ordered in [true, false] {
+        let (got, sent) = against_holding_peer(ordered, 3, |fsys| async move {
+            let root = fsys.root();
+            root.create_beside("new", 0o644, O_RDWR, NONUNAME).await
+        })
+        .await;
+        if ordered {
+            let err = got
+                .expect("all three were sent before any reply")
+                .expect_err("the peer refuses every stat");
+            assert_eq!(err.errno(), Errno::EIO, "{err}");
+            // (The Tclunk of the file let go may follow.)
+            assert_eq!(sent[..4], ["Twalk", "Tlcreate", "Tgetattr", "Tgetattr"]);
+        } else {
+            assert!(got.is_none(), "the peer holds the walk: nothing came back");
+            assert_eq!(sent, ["Twalk"]);
+        }
+    }
+}
+
+/// What `call` gives on a client of a [`holding_peer`] that holds `hold`
+/// requests (none if it waited past the peer's patience), and the names
+/// of the requests the peer got after version and attach.
+async fn against_holding_peer<T, F: std::future::Future<Output = T>>(
+    ordered: bool,
+    hold: usize,
+    call: impl FnOnce(ninep_client::Fsys) -> F,
+) -> (Option<T>, Vec<&'static str>) {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(holding_peer(theirs, ordered, hold, tx));
+    let client = dotl_client(ours).await;
+    assert_eq!(client.runs_in_order(), ordered);
+    let fsys = client.attach("glenda", "").await.expect("attach");
+    let patience = Duration::from_millis(if ordered { 5000 } else { 300 });
+    let got = tokio::time::timeout(patience, call(fsys)).await.ok();
+    let mut sent = Vec::new();
+    while let Ok(name) = seen.try_recv() {
+        sent.push(name);
+    }
+    assert_eq!(sent[..2], ["Tversion", "Tattach"], "{sent:?}");
+    (got, sent.split_off(2))
 }
 
 /// A walk answered with more qids than names fails (the reply cannot be

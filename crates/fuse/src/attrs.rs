@@ -67,10 +67,15 @@ impl Conn {
     /// The file's qid and attributes (with inode number 0).
     pub async fn attr(&self, fid: &Fid) -> Result<(Qid, FileAttr), KernelErrno> {
         let info = fid.stat().await.map_err(errno)?;
-        Ok((info.qid, self.info_attr(&info)))
+        Ok(self.attrs_of(&info))
     }
 
-    pub fn info_attr(&self, info: &FileInfo) -> FileAttr {
+    /// The qid and the kernel's attributes of a file the server stat'ed.
+    pub fn attrs_of(&self, info: &FileInfo) -> (Qid, FileAttr) {
+        (info.qid, self.info_attr(info))
+    }
+
+    fn info_attr(&self, info: &FileInfo) -> FileAttr {
         let known = |id: u32, or: u32| if id == NONUNAME { or } else { id };
         // A stat has no link count; a directory has at least two.
         let nlink = match self.dialect {

@@ -124,7 +124,7 @@ impl Inner {
         // The new file's inode gets a walked fid only when one is needed:
         // most files written and closed are next removed by name, or
         // opened, which walks anyway.
-        let attrs = (info.qid, self.conn.info_attr(&info));
+        let attrs = self.conn.attrs_of(&info);
         self.nodes()
             .entries_changed(parent, std::time::SystemTime::now());
         let attr = self.found(parent, name, user, None, attrs);
