@@ -368,11 +368,12 @@ impl Fid {
     }
 
     /// Walks to `names` and makes the new fid an open file by what `open`
-    /// sends (an open, or a create in the directory walked to), with what `behind` sends sent
-    /// behind it; `name` is the file's. All go in one round trip where the
-    /// server runs requests in order; otherwise, or past 16 names (several
-    /// walks), one after another, since such a server may run a request on
-    /// a fid that a walk or an open is still under way on.
+    /// sends (an open, or a create in the directory walked to), with what
+    /// `behind` sends sent behind it; `name` is the file's. All go in one
+    /// round trip where the server runs requests in order; otherwise, or
+    /// past 16 names (several walks), one after another, since such a
+    /// server may run a request on a fid that a walk or an open is still
+    /// under way on.
     async fn walk_then_make_file<'a, T, O, F>(
         &'a self,
         names: &[Name],
