@@ -570,8 +570,8 @@ impl Fsys {
         self.walk(path).await?.open(flags).await
     }
 
-    /// As [`Fsys::open`], in one round trip rather than two (see
-    /// [`Fid::walk_open`]).
+    /// As [`Fsys::open`], in one round trip rather than two where the
+    /// server runs requests in order (see [`Fid::walk_open`]).
     pub async fn open_pipelined(&self, path: &str, flags: u32) -> Result<File, Error> {
         self.root.walk_open(&path_names(path)?, flags).await
     }
