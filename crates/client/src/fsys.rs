@@ -370,10 +370,8 @@ impl Fid {
     /// Walks to `names` and makes the new fid an open file by what `open`
     /// sends (an open, or a create in the directory walked to), with what
     /// `behind` sends sent behind it; `name` is the file's. All go in one
-    /// round trip where the server runs requests in order; otherwise, or
-    /// past 16 names (several walks), one after another, since such a
-    /// server may run a request on a fid that a walk or an open is still
-    /// under way on.
+    /// round trip where the server runs requests in order; otherwise one
+    /// after another.
     async fn walk_then_make_file<'a, T, O, F>(
         &'a self,
         names: &[Name],
@@ -385,7 +383,7 @@ impl Fid {
         O: Future<Output = Result<(Qid, u32), Error>> + 'a,
         F: Future<Output = T> + 'a,
     {
-        if names.len() > MAXWELEM || !self.client.runs_in_order() {
+        if !self.pipelines(names) {
             let mut fid = self.walk(names).await?;
             fid.name = name.clone();
             let (qid, iounit) = open(fid.number()).await?;
@@ -393,6 +391,61 @@ impl Fid {
             let behind = behind(fid.number(), name).await;
             return Ok((File::new(fid, iounit), behind));
         }
+        let (mut fid, (opened, behind)) = self
+            .walk_pipelined(names, name.clone(), |newfid| async move {
+                // Polled in this order, each sends its request on its first poll.
+                tokio::join!(biased; open(newfid), behind(newfid, name))
+            })
+            .await?;
+        // Dropped on an error, the walked fid is clunked.
+        let (qid, iounit) = opened?;
+        fid.qid = qid;
+        Ok((File::new(fid, iounit), behind))
+    }
+
+    /// Walks to `names` and stats the file there, in one round trip where
+    /// the server runs requests in order.
+    pub async fn walk_stat(&self, names: &[Name]) -> Result<(Fid, FileInfo), Error> {
+        let name = self.name_of(names);
+        if !self.pipelines(names) {
+            let fid = self.walk(names).await?;
+            let info = fid.stat().await?;
+            return Ok((fid, info));
+        }
+        let client = &self.client;
+        let (fid, info) = self
+            .walk_pipelined(names, name.clone(), |newfid| stat_fid(client, newfid, name))
+            .await?;
+        // The walk made the fid: a stat refused beside it (too many
+        // requests in flight) is asked again rather than fail the walk.
+        let info = match info {
+            Ok(info) => info,
+            Err(_) => fid.stat().await?,
+        };
+        Ok((fid, info))
+    }
+
+    /// Whether requests on the fid a walk to `names` makes may go without
+    /// waiting for the walk: where the server runs requests in order and
+    /// the walk is one Twalk. A server that runs requests side by side
+    /// (diod) may run one on a fid a walk is still making.
+    fn pipelines(&self, names: &[Name]) -> bool {
+        names.len() <= MAXWELEM && self.client.runs_in_order()
+    }
+
+    /// Walks to `names` (one Twalk) on a new fid named `name`, with what
+    /// `behind` sends on that fid sent behind the walk without waiting for
+    /// it; for servers that run requests in order ([`Fid::pipelines`]).
+    /// What `behind` gave is dropped if the walk fails.
+    async fn walk_pipelined<'a, T, F>(
+        &'a self,
+        names: &[Name],
+        name: String,
+        behind: impl FnOnce(ninep_wire::Fid) -> F,
+    ) -> Result<(Fid, T), Error>
+    where
+        F: Future<Output = T> + 'a,
+    {
         let inner = &self.client.inner;
         let (mut unfinished, msg) = self.walk_here(names);
         let newfid = unfinished.fid;
@@ -404,13 +457,8 @@ impl Fid {
                 return Err(e);
             }
         };
-        // Polled in this order, each sends its request on its first poll.
-        let (walked, opened, behind) = tokio::join!(
-            biased;
-            walked,
-            open(newfid),
-            behind(newfid, name.clone())
-        );
+        // The walk is sent first: it was started before `behind` is polled.
+        let (walked, behind) = tokio::join!(biased; walked, behind(newfid));
         unfinished.armed = false;
         let wqid = match walked {
             Ok(r) if r.wqid.len() == names.len() => r.wqid,
@@ -430,10 +478,7 @@ impl Fid {
             wqid.last().copied().unwrap_or(self.qid),
         );
         fid.name = name;
-        // Dropped on an error, the walked fid is clunked.
-        let (qid, iounit) = opened?;
-        fid.qid = qid;
-        Ok((File::new(fid, iounit), behind))
+        Ok((fid, behind))
     }
 
     /// The name of the file `names` lead to from this one.

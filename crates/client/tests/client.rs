@@ -298,6 +298,31 @@ async fn a_create_beside_goes_in_one_round_trip_where_the_server_keeps_order() {
     }
 }
 
+/// walk_stat sends the walk and the stat before any reply to a server
+/// that runs requests in order, and only the walk to one that does not
+/// say so; a stat refused beside a walk that was made is asked again.
+#[tokio::test]
+async fn a_walk_stat_goes_in_one_round_trip_where_the_server_keeps_order() {
+    for ordered in [true, false] {
+        let (got, sent) = against_holding_peer(ordered, 2, |fsys| async move {
+            let names = [Name::new("file").expect("a name")];
+            fsys.root().walk_stat(&names).await
+        })
+        .await;
+        if ordered {
+            let err = got
+                .expect("both were sent before any reply")
+                .expect_err("the peer refuses every stat");
+            assert_eq!(err.errno(), Errno::EIO, "{err}");
+            // (The Tclunk of the fid let go may follow.)
+            assert_eq!(sent[..3], ["Twalk", "Tgetattr", "Tgetattr"]);
+        } else {
+            assert!(got.is_none(), "the peer holds the walk: nothing came back");
+            assert_eq!(sent, ["Twalk"]);
+        }
+    }
+}
+
 /// What `call` gives on a client of a [`holding_peer`] that holds `hold`
 /// requests (none if it waited past the peer's patience), and the names
 /// of the requests the peer got after version and attach.

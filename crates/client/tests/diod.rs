@@ -334,10 +334,10 @@ async fn diod_rename() {
     );
 }
 
-/// Fid::walk_open_read against diod, whose threads may run requests side
-/// by side: nothing goes behind a walk or an open there (a stat behind a
-/// walk of `d/f` got `d`'s attributes, and a read behind an open an
-/// unknown fid), and each file and directory comes back whole.
+/// Fid::walk_open_read and Fid::walk_stat against diod, whose threads may
+/// run requests side by side: nothing goes behind a walk or an open there
+/// (a stat behind a walk of `d/f` got `d`'s attributes, and a read behind
+/// an open an unknown fid), and each file and directory comes back whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diod_walk_open_read() {
     let diod = start_diod("openread");
@@ -355,6 +355,9 @@ async fn diod_walk_open_read() {
         assert_eq!(&data[..], b"contents\n");
         assert_eq!(info.size, 9);
         assert!(!file.fid().qid().ty.is_dir());
+        let (fid, info) = fsys.root().walk_stat(&names).await.unwrap();
+        assert_eq!(info.size, 9);
+        assert!(!info.is_dir() && info.qid.path == fid.qid().path);
         let names = [Name::new("d").unwrap()];
         let (dir, info, _) = fsys
             .root()
@@ -368,6 +371,11 @@ async fn diod_walk_open_read() {
         fsys.root().walk_open_read(&names, O_RDONLY, 1000).await,
         Errno::ENOENT,
         "walk_open_read of a missing file",
+    );
+    assert_errno(
+        fsys.root().walk_stat(&names).await,
+        Errno::ENOENT,
+        "walk_stat of a missing file",
     );
     assert!(!client.runs_in_order());
 }
