@@ -18,11 +18,11 @@ use ninep_devices::net::{NetFs, Options as NetOptions};
 use ninep_ramfs::RamFs;
 use ninep_server::auth::{CertNames, NoUsers};
 use ninep_server::{Limits, Policy, Server, StreamLimits};
-use ninep_testkit::Password;
+use ninep_testkit::{Password, read_frame, tag};
 use ninep_transport::{Addr, TlsClient, TlsServer};
 use ninep_wire::consts::dotl::O_RDWR;
 use parking_lot::Mutex;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
@@ -152,20 +152,6 @@ impl Rounds {
     fn round(&self) -> u32 {
         self.delivered.load(Ordering::SeqCst)
     }
-}
-
-/// One whole 9P message, or `None` at end of file.
-async fn read_frame(from: &mut (impl AsyncRead + Unpin)) -> Option<Vec<u8>> {
-    let mut size = [0u8; 4];
-    from.read_exact(&mut size).await.ok()?;
-    let mut frame = size.to_vec();
-    frame.resize(u32::from_le_bytes(size) as usize, 0);
-    from.read_exact(&mut frame[4..]).await.ok()?;
-    Some(frame)
-}
-
-fn tag(frame: &[u8]) -> u16 {
-    u16::from_le_bytes([frame[5], frame[6]])
 }
 
 #[tokio::test]

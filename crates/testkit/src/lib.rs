@@ -4,11 +4,15 @@
 //! for Tauth: the client proves itself by writing [`PASSWORD`] to the afid,
 //! and is then whoever its Tauth named. It is both ends: the server's
 //! [`Scheme`] and the client's [`Prover`].
+//!
+//! [`read_frame`] and [`tag`] take 9P messages off a byte stream whole,
+//! for proxies that count, hold or change them.
 
 use bytes::Bytes;
 use ninep_client::{AuthFid, Prover};
 use ninep_server::User;
 use ninep_server::auth::{BoxFuture, Exchange, Proof, Scheme};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The one password [`Password`] takes.
 pub const PASSWORD: &[u8] = b"open sesame";
@@ -59,4 +63,20 @@ impl Prover for Password {
     ) -> ninep_client::BoxFuture<'a, Result<(), ninep_client::Error>> {
         Box::pin(async move { afid.write(0, Bytes::from_static(PASSWORD)).await.map(drop) })
     }
+}
+
+/// One whole 9P message (its size first) from `from`, or `None` at end of
+/// file.
+pub async fn read_frame(from: &mut (impl AsyncRead + Unpin)) -> Option<Vec<u8>> {
+    let mut size = [0u8; 4];
+    from.read_exact(&mut size).await.ok()?;
+    let mut frame = size.to_vec();
+    frame.resize(u32::from_le_bytes(size) as usize, 0);
+    from.read_exact(&mut frame[4..]).await.ok()?;
+    Some(frame)
+}
+
+/// The tag of a whole message that [`read_frame`] gave.
+pub fn tag(frame: &[u8]) -> u16 {
+    u16::from_le_bytes([frame[5], frame[6]])
 }
