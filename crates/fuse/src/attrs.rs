@@ -2,6 +2,7 @@
 //! kernel's terms and changed at its request, symbolic links read, the
 //! file system's figures.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
@@ -9,7 +10,7 @@ use ninep_client::{Fid, FileInfo, FsStats, SetAttr, SetTime};
 use ninep_wire::consts::unix;
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid};
 
-use crate::{Conn, Inner, KernelErrno, errno, fail};
+use crate::{Conn, Handle, Inner, KernelErrno, errno, fail};
 
 /// A time the server gave; one past what the host can hold (a server's
 /// nonsense) reads as the epoch.
@@ -116,22 +117,28 @@ impl Inner {
         // include what was written.
         self.settle_writes(|_, _| true).await;
         let dir = self.fid(parent, user).await?;
-        let walk = dir.walk(std::slice::from_ref(name));
+        let names = std::slice::from_ref(name);
         // A name looked up again usually names the same file still: its
         // attributes are asked for on the fid kept while the walk goes,
         // and serve if the reply's qid is the one the walk reached.
+        // Otherwise the walk and the stat of what it reaches go together.
         let kept = self.nodes().fid_at(parent, name, user);
-        let (walked, early) = match kept {
+        let (fid, found) = match kept {
             Some(kept) => {
-                let (walked, attr) = tokio::join!(walk, self.conn.attr(&kept));
-                (walked, attr.ok())
+                let (walked, early) = tokio::join!(dir.walk(names), self.conn.attr(&kept));
+                let fid = walked.map_err(errno)?;
+                match early {
+                    Ok((qid, attr)) if qid.path == fid.qid().path => (fid, (qid, attr)),
+                    _ => {
+                        let found = self.conn.attr(&fid).await?;
+                        (fid, found)
+                    }
+                }
             }
-            None => (walk.await, None),
-        };
-        let fid = walked.map_err(errno)?;
-        let found = match early {
-            Some((qid, attr)) if qid.path == fid.qid().path => (qid, attr),
-            _ => self.conn.attr(&fid).await?,
+            None => {
+                let (fid, info) = dir.walk_stat(names).await.map_err(errno)?;
+                (fid, self.conn.attrs_of(&info))
+            }
         };
         Ok(self.found(parent, name, user, Some(fid), found))
     }
@@ -190,10 +197,21 @@ impl Inner {
         Ok(attr)
     }
 
+    /// Whether root may run `ino` (access(2) with X_OK): any directory, and
+    /// any other file with an execute bit.
+    pub async fn root_may_run(&self, ino: u64, user: u32) -> Result<(), KernelErrno> {
+        let attr = self.attr_of(ino, None, user).await?;
+        if attr.kind == FileType::Directory || attr.perm & 0o111 != 0 {
+            Ok(())
+        } else {
+            Err(fail(Errno::EACCES))
+        }
+    }
+
     /// Makes the changes `set` to `ino`, through the open file `fh` if
     /// given, and answers with the attributes after.
     pub async fn set_attr(
-        &self,
+        self: &Arc<Self>,
         ino: u64,
         fh: Option<u64>,
         user: u32,
@@ -202,6 +220,19 @@ impl Inner {
         // Any change changes the inode (ctime), as in Linux; a truncation
         // comes after the writes made before it.
         set.ctime = set != SetAttr::default();
+        let times_only = SetAttr {
+            atime: None,
+            mtime: None,
+            ctime: false,
+            ..set.clone()
+        } == SetAttr::default();
+        if times_only
+            && self.cache.writes_back()
+            && let Some(h) = fh.and_then(|fh| self.handle(fh).ok())
+            && let Some(attr) = self.times_after_writeback(ino, h, set.clone())
+        {
+            return Ok(attr);
+        }
         self.settle_writes(|_, h| h.ino == ino).await;
         if set.size.is_some() {
             self.forget_read_ahead(ino).await;
@@ -219,15 +250,7 @@ impl Inner {
         } else {
             by_handle?;
         }
-        let times_only = SetAttr {
-            atime: None,
-            mtime: None,
-            ctime: false,
-            ..set.clone()
-        } == SetAttr::default();
         if times_only {
-            // The kernel's own times after writeback, under loose caching:
-            // the attributes trusted are those given, with the new times.
             let mut nodes = self.nodes();
             nodes.times_set(ino, set.atime.map(system_time), set.mtime.map(system_time));
             if let Some(attr) = nodes.fresh(ino, self.ttl) {
@@ -237,6 +260,41 @@ impl Inner {
             self.nodes().changed(ino);
         }
         self.attr_of(ino, fh, user).await
+    }
+
+    /// The kernel's own times of a file it wrote back, set through its open
+    /// file `h` (under loose caching; a caller's utimensat names no open
+    /// file): the kernel keeps them, so they are answered at once, with the
+    /// attributes trusted and the new times, and sent to the server in the
+    /// background. A stat goes behind them: the server's file then holds
+    /// what the kernel's pages do, so the next open keeps the pages if the
+    /// file is still at the qid.version the stat gives (a write by another
+    /// client in between is missed, as loose caching misses others'
+    /// changes until the kernel forgets the file). None if no attributes
+    /// are trusted now.
+    fn times_after_writeback(
+        self: &Arc<Self>,
+        ino: u64,
+        h: Arc<Handle>,
+        set: SetAttr,
+    ) -> Option<FileAttr> {
+        let attr = {
+            let mut nodes = self.nodes();
+            nodes.times_set(ino, set.atime.map(system_time), set.mtime.map(system_time));
+            nodes.fresh(ino, self.ttl)?
+        };
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let fid = h.file.fid();
+            let (set, stat) = tokio::join!(biased; fid.setattr(&set), fid.stat());
+            if let Err(e) = set {
+                tracing::warn!("setting the times of inode {ino} after writeback: {e}");
+            }
+            if let Ok(info) = stat {
+                inner.nodes().written_back(ino, info.qid.version);
+            }
+        });
+        Some(attr)
     }
 
     /// The target of the symbolic link `ino`.

@@ -3,7 +3,6 @@
 
 use bytes::Bytes;
 use fuser::{FileAttr, FopenFlags};
-use ninep_client::File;
 use ninep_wire::consts::dotl;
 use ninep_wire::{Errno, Name, Qid, QidType};
 
@@ -91,12 +90,6 @@ impl Inner {
         let behind = self.writes_behind(file.qid(), flags, exact);
         let fh = self.add_handle(file, ino, user, exact, behind);
         Ok(Opened { fh, flags: fopen })
-    }
-
-    /// A fid of `user`'s on `ino` opened with `flags`.
-    async fn open_fid(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
-        let fresh = self.fresh_fid(ino, user).await?;
-        fresh.open(flags).await.map_err(errno)
     }
 
     /// Creates `name` in `parent` with permissions `perm` and group `gid`,

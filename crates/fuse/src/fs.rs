@@ -11,10 +11,10 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use fuser::{
-    BsdFileFlags, FileAttr, FileHandle, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    AccessFlags, BsdFileFlags, FileAttr, FileHandle, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow, WriteFlags,
 };
 use ninep_client::{FsStats, SetAttr};
 use ninep_wire::consts::dotl;
@@ -228,6 +228,18 @@ impl fuser::Filesystem for NinepFs {
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
         Ok(())
+    }
+
+    /// Asked only where the kernel leaves permissions to the mount (see
+    /// `kernel_checks_permissions`), whose one caller is root.
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        if !mask.contains(AccessFlags::X_OK) {
+            return reply.ok();
+        }
+        let user = self.user(req);
+        self.answer(Caller::of(req), reply, |inner| async move {
+            inner.root_may_run(ino.0, user).await
+        });
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {

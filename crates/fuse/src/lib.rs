@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use fuser::{Config, Errno as KernelErrno, MountOption, SessionACL};
 use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, WriteBehind};
-use ninep_wire::{Dialect, Errno};
+use ninep_wire::{Dialect, Errno, Name};
 use parking_lot::{Mutex, MutexGuard};
 
 use handles::{Handle, Handles};
@@ -87,8 +87,9 @@ impl Cache {
 /// Whose identity requests carry.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Access {
-    /// The mount's own attach, for every caller (the kernel still checks
-    /// permissions against the attributes the server reports).
+    /// The mount's own attach, for its owner alone (the kernel still
+    /// checks permissions against the attributes the server reports,
+    /// unless the owner is root, who may do anything).
     #[default]
     Single,
     /// An attach per calling user, made on their first request with their
@@ -183,8 +184,10 @@ pub fn mount(
     config.mount_options = vec![
         MountOption::FSName(options.source.clone()),
         MountOption::Subtype("ninep".into()),
-        MountOption::DefaultPermissions,
     ];
+    if fs.inner.kernel_checks_permissions() {
+        config.mount_options.push(MountOption::DefaultPermissions);
+    }
     if matches!(options.access, Access::User { .. }) {
         config.acl = SessionACL::All;
     }
@@ -255,6 +258,19 @@ impl Inner {
         }
     }
 
+    /// Whether the kernel checks each caller's permissions against the
+    /// attributes the server gives, asking for them again wherever it may
+    /// not trust them (under `none` and `strict`, for every directory of
+    /// every path). Not on a mount open to its owner alone, that owner
+    /// being root: root may do anything but run a file with no execute
+    /// bit, which the kernel still checks, and access(2) asks the mount.
+    fn kernel_checks_permissions(&self) -> bool {
+        match self.access {
+            Access::User { .. } => true,
+            Access::Single => self.conn.owner.0 != 0,
+        }
+    }
+
     /// Whose fids serve a request from `uid`.
     fn user(&self, uid: u32) -> u32 {
         match self.access {
@@ -279,23 +295,39 @@ impl Inner {
         Ok(fid)
     }
 
-    /// A fid of its own on `ino` for `user`, to open: a file's kept fid
+    /// A fid of `user`'s on `ino` opened with `flags`: a file's kept fid
     /// itself (the next request needing one walks anew, but most files
     /// opened are next closed, removed by name or opened again), else a
-    /// clone of the one kept or one walked along the path, in one request.
-    async fn fresh_fid(&self, ino: u64, user: u32) -> Result<Fid, KernelErrno> {
-        if let Some(fid) = self.nodes().take_fid(ino, user) {
-            return Ok(fid);
+    /// clone of the one kept or one walked along the path, opened in the
+    /// same round trip where the server keeps order.
+    async fn open_fid(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
+        let walked = self.nodes().take_fid(ino, user);
+        if let Some(fid) = walked {
+            return fid.open(flags).await.map_err(errno);
         }
         let kept = self.nodes().fid(ino, user);
         match kept {
-            Some(fid) => fid.clone_fid().await.map_err(errno),
-            None => self.walk_to(ino, user).await,
+            Some(fid) => fid.walk_open(&[], flags).await,
+            None => {
+                let (root, path) = self.path_from_root(ino, user).await?;
+                root.walk_open(&path, flags).await
+            }
         }
+        .map_err(errno)
     }
 
     /// A new fid walked from `user`'s attach along the path of `ino`.
     async fn walk_to(&self, ino: u64, user: u32) -> Result<Fid, KernelErrno> {
+        let (root, path) = self.path_from_root(ino, user).await?;
+        root.walk(&path).await.map_err(errno)
+    }
+
+    /// `user`'s attach and the path of `ino` from it.
+    async fn path_from_root(
+        &self,
+        ino: u64,
+        user: u32,
+    ) -> Result<(Arc<Fid>, Vec<Name>), KernelErrno> {
         let kept = self.nodes().fid(ROOT, user);
         let root = match kept {
             Some(root) => root,
@@ -308,7 +340,7 @@ impl Inner {
             }
             nodes.path(ino).ok_or(fail(Errno::ESTALE))?
         };
-        root.walk(&path).await.map_err(errno)
+        Ok((root, path))
     }
 
     /// The root of a new attach for `user` (per-user access only).

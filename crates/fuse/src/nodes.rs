@@ -378,6 +378,16 @@ impl Nodes {
         self.given.get(&ino).map(|given| given.attr.size)
     }
 
+    /// Notes that the server's `ino`, at `version`, now holds what the
+    /// kernel wrote back from its pages: they stay at the next open if
+    /// the file is still at that version. Nothing for an inode forgotten
+    /// meanwhile, whose pages went with it.
+    pub fn written_back(&mut self, ino: u64, version: u32) {
+        if self.by_ino.contains_key(&ino) {
+            self.cached_version.insert(ino, version);
+        }
+    }
+
     /// Notes that the page cache of `ino` now holds `version`'s contents;
     /// true if it held them already.
     pub fn keep_cache(&mut self, ino: u64, version: u32) -> bool {

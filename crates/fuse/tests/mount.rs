@@ -7,6 +7,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,21 +16,36 @@ use ninep_fuse::Cache;
 use ninep_ramfs::RamFs;
 use ninep_server::tree::{Dir, Tree};
 use ninep_server::{Attr, Cx, Filesystem, User};
+use ninep_testkit::{read_frame, tag};
 use ninep_transport::Addr;
 use ninep_wire::consts::unix::{S_IFDIR, S_IFREG};
 use ninep_wire::{Dialect, Msg, Name, Qid, QidType};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
+
+/// Requests sent, by name.
+type Counts = Arc<Mutex<HashMap<&'static str, usize>>>;
 
 struct Scene {
     base: PathBuf,
-    /// Requests the mount has sent, by name.
-    sent: Arc<Mutex<HashMap<&'static str, usize>>>,
+    /// Requests the mount has sent.
+    sent: Counts,
+    /// The highest round trip of the replies let through to the mount: a
+    /// request is of the round after the replies let through before it.
+    round: Arc<AtomicU32>,
 }
 
 impl Scene {
     /// How many of each request the mount has sent so far.
     fn sent(&self) -> HashMap<&'static str, usize> {
         self.sent.lock().unwrap().clone()
+    }
+
+    /// Round trips so far (see [`Scene::round`]): the difference between
+    /// two readings is how many an operation between them took, one after
+    /// another, where replies are held long enough that requests sent
+    /// together arrive before any of them is answered.
+    fn rounds(&self) -> u32 {
+        self.round.load(Ordering::SeqCst)
     }
 }
 
@@ -46,41 +62,48 @@ fn more(before: &HashMap<&str, usize>, after: &HashMap<&str, usize>, name: &str)
 }
 
 /// Forwards each connection to `front` on to `back`, counting the requests
-/// (by their names in `dialect`) in `sent`.
+/// (by their names in `dialect`) in `sent` and the round trips in `round`,
+/// each reply held `hold` before it goes on.
 async fn counting_proxy(
     front: &Addr,
     back: Addr,
     dialect: Dialect,
-    sent: Arc<Mutex<HashMap<&'static str, usize>>>,
+    scene: (Counts, Arc<AtomicU32>),
+    hold: Duration,
 ) {
+    let (sent, round) = scene;
     let listener = front.listen().await.unwrap();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
             let server = back.dial().await.unwrap();
             let (mut from_client, mut to_client) = tokio::io::split(client);
             let (mut from_server, mut to_server) = tokio::io::split(server);
-            tokio::spawn(async move { tokio::io::copy(&mut from_server, &mut to_client).await });
-            let sent = sent.clone();
+            let rounds = Arc::new(Mutex::new(HashMap::new()));
+            let (sent, delivered, asked) = (sent.clone(), round.clone(), rounds.clone());
             tokio::spawn(async move {
-                let mut pending = Vec::new();
-                let mut buf = vec![0; 64 * 1024];
-                loop {
-                    let n = match from_client.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    pending.extend_from_slice(&buf[..n]);
-                    // Each whole frame: size[4] type[1] ...
-                    while pending.len() >= 5 {
-                        let size = u32::from_le_bytes(pending[..4].try_into().unwrap()) as usize;
-                        if pending.len() < size {
-                            break;
-                        }
-                        let name = Msg::type_name(pending[4], dialect).unwrap_or("?");
-                        *sent.lock().unwrap().entry(name).or_default() += 1;
-                        pending.drain(..size);
+                while let Some(frame) = read_frame(&mut from_client).await {
+                    let name = Msg::type_name(frame[4], dialect).unwrap_or("?");
+                    *sent.lock().unwrap().entry(name).or_default() += 1;
+                    let round = delivered.load(Ordering::SeqCst) + 1;
+                    asked.lock().unwrap().insert(tag(&frame), round);
+                    if to_server.write_all(&frame).await.is_err() {
+                        break;
                     }
-                    if to_server.write_all(&buf[..n]).await.is_err() {
+                }
+            });
+            let (held, mut due) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(async move {
+                while let Some(frame) = read_frame(&mut from_server).await {
+                    let round = rounds.lock().unwrap().remove(&tag(&frame)).unwrap_or(0);
+                    let _ = held.send((tokio::time::Instant::now() + hold, round, frame));
+                }
+            });
+            let delivered = round.clone();
+            tokio::spawn(async move {
+                while let Some((at, round, frame)) = due.recv().await {
+                    tokio::time::sleep_until(at).await;
+                    delivered.fetch_max(round, Ordering::SeqCst);
+                    if to_client.write_all(&frame).await.is_err() {
                         break;
                     }
                 }
@@ -107,6 +130,18 @@ async fn mounted_fs(
     dialect: Dialect,
     fs: impl Filesystem,
 ) -> (Scene, PathBuf, support::Mounted) {
+    mounted_far(name, cache, dialect, fs, Duration::ZERO).await
+}
+
+/// Serves `fs` and mounts it, each reply held `hold` on its way; the
+/// session unmounts when dropped.
+async fn mounted_far(
+    name: &str,
+    cache: Cache,
+    dialect: Dialect,
+    fs: impl Filesystem,
+    hold: Duration,
+) -> (Scene, PathBuf, support::Mounted) {
     let base = std::env::temp_dir().join(format!("ninep-fuse-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("mnt")).unwrap();
@@ -115,10 +150,12 @@ async fn mounted_fs(
     // The mount reaches the server through a proxy that counts requests.
     let counted = Addr::Unix(base.join("counted"));
     let sent = Arc::new(Mutex::new(HashMap::new()));
-    counting_proxy(&counted, addr, dialect, sent.clone()).await;
+    let round = Arc::new(AtomicU32::new(0));
+    let scene = (sent.clone(), round.clone());
+    counting_proxy(&counted, addr, dialect, scene, hold).await;
     let mnt = base.join("mnt");
     let session = support::mount(&counted, dialect, cache, &mnt).await;
-    (Scene { base, sent }, mnt, session)
+    (Scene { base, sent, round }, mnt, session)
 }
 
 fn exercise(mnt: &Path, dialect: Dialect) {
@@ -824,6 +861,143 @@ async fn a_file_looked_up_opens_on_its_walked_fid() {
     drop(session);
 }
 
+/// A name another client made is looked up in one round trip (the walk
+/// and the stat of what it reaches go together) and opened in one (on the
+/// fid the lookup walked); opened again, on a fid walked and opened
+/// together, in one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_is_looked_up_and_opened_in_a_round_trip_each() {
+    let hold = Duration::from_millis(20);
+    let (scene, mnt, session) =
+        mounted_far("open-rounds", Cache::Loose, Dialect::L, RamFs::new(), hold).await;
+    let other = other_client(&scene).await;
+    let file = other
+        .create("known", 0o644, ninep_wire::consts::dotl::O_WRONLY)
+        .await
+        .unwrap();
+    file.close().await.unwrap();
+    for (time, most) in [("first", 2), ("again", 1)] {
+        // Until the clunk of the last open is answered.
+        tokio::time::sleep(hold * 3).await;
+        let before = scene.rounds();
+        let path = mnt.join("known");
+        let opened = tokio::task::spawn_blocking(move || std::fs::File::open(path))
+            .await
+            .unwrap();
+        let rounds = scene.rounds() - before;
+        drop(opened.unwrap());
+        assert!(rounds <= most, "{time}: {rounds} round trips");
+    }
+    drop(session);
+}
+
+/// On a mount of root's own the kernel asks no directory's attributes to
+/// check permissions: under `none`, where it may trust none, a stat of a
+/// file three directories down asks the server for attributes once for
+/// each name looked up and once for the stat. access(2) and exec still
+/// find a file without execute bits not executable, even for root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_of_roots_own_asks_no_attributes_for_permission() {
+    let (scene, mnt, session) = mounted("root-perms", Cache::None, Dialect::L).await;
+    let other = other_client(&scene).await;
+    other.mkdir("a", 0o755).await.unwrap();
+    other.mkdir("a/b", 0o755).await.unwrap();
+    other.mkdir("a/b/c", 0o755).await.unwrap();
+    for (name, perm) in [("plain", 0o644), ("tool", 0o755)] {
+        let file = other
+            .create(
+                &format!("a/b/c/{name}"),
+                perm,
+                ninep_wire::consts::dotl::O_WRONLY,
+            )
+            .await
+            .unwrap();
+        file.write_all_at(0, "#!/bin/sh\nexit 0\n".into())
+            .await
+            .unwrap();
+        file.close().await.unwrap();
+    }
+    let before = scene.sent();
+    let dir = mnt.join("a/b/c");
+    let at = dir.clone();
+    let size =
+        tokio::task::spawn_blocking(move || std::fs::metadata(at.join("plain")).unwrap().len())
+            .await
+            .unwrap();
+    assert_eq!(size, 17);
+    let asked = more(&before, &scene.sent(), "Tgetattr");
+    assert!(asked <= 5, "{asked} Tgetattr for a stat of a/b/c/plain");
+    tokio::task::spawn_blocking(move || {
+        use rustix::fs::{Access, AtFlags, CWD, accessat};
+        let x = |name: &str| accessat(CWD, dir.join(name), Access::EXEC_OK, AtFlags::empty());
+        assert_eq!(x("plain"), Err(rustix::io::Errno::ACCESS));
+        assert_eq!(x("tool"), Ok(()));
+        assert_eq!(x("."), Ok(()));
+        let ran = std::process::Command::new(dir.join("plain")).status();
+        assert_eq!(
+            ran.unwrap_err().kind(),
+            std::io::ErrorKind::PermissionDenied
+        );
+        assert!(
+            std::process::Command::new(dir.join("tool"))
+                .status()
+                .unwrap()
+                .success()
+        );
+    })
+    .await
+    .unwrap();
+    drop(session);
+}
+
+/// Under loose caching a file written through the mount and closed keeps
+/// its pages: read again it is read from them, with no Tread. Its times,
+/// set by the kernel after writeback, reach the server. A change another
+/// client makes after is read at the next open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loose_pages_written_back_are_kept_until_the_file_changes() {
+    let (scene, mnt, session) = mounted("loose-pages", Cache::Loose, Dialect::L).await;
+    let other = other_client(&scene).await;
+    let path = mnt.join("kept");
+    let at = path.clone();
+    tokio::task::spawn_blocking(move || std::fs::write(at, "first").unwrap())
+        .await
+        .unwrap();
+    // The kernel's mtime, as the server has it once the set sent behind
+    // the writeback lands.
+    let at = path.clone();
+    let mtime = tokio::task::spawn_blocking(move || std::fs::metadata(at).unwrap().mtime_nsec())
+        .await
+        .unwrap();
+    let mut landed = false;
+    for _ in 0..100 {
+        let info = other.stat("kept").await.unwrap();
+        if i64::from(info.mtime_nsec) == mtime {
+            landed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(landed, "the kernel's mtime reached the server");
+    let before = scene.sent();
+    let at = path.clone();
+    let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(at).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(read, "first");
+    assert_eq!(
+        more(&before, &scene.sent(), "Tread"),
+        0,
+        "read from the pages kept"
+    );
+    other.write("kept", "other").await.unwrap();
+    let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(path).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(read, "other");
+    drop(session);
+}
+
 /// Under loose caching the attributes given are trusted as long as the
 /// kernel may trust them, even where the kernel asks again after a change
 /// made through the mount (a create in the directory, a write): what it
@@ -856,12 +1030,14 @@ async fn loose_attributes_are_answered_by_the_mount() {
     // A subdirectory made changes the link count as the server counts it.
     let links = other_client(&scene).await.stat("d").await.unwrap().nlink;
     assert_eq!(nlink, links);
-    // One Tgetattr per file made (its attributes after the create), none
-    // for the directory asked about after each; a few for the
-    // subdirectory (its own, and its parent's changed link count). Without
-    // the mount answering, the directory is asked about after each file.
+    // Three Tgetattr per file made (beside the walk of its lookup, which
+    // finds nothing; its attributes after the create; behind the times
+    // set after its writeback), none for the directory asked about after
+    // each; a few for the subdirectory (its own, and its parent's changed
+    // link count). Without the mount answering, the directory is asked
+    // about after each file.
     let getattrs = more(&before, &scene.sent(), "Tgetattr");
-    assert!(getattrs <= 20 + 3, "{getattrs} Tgetattr");
+    assert!(getattrs <= 3 * 20 + 3, "{getattrs} Tgetattr");
     drop(session);
 }
 
