@@ -8,7 +8,7 @@ use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use ninep_fuse::{Access, Cache};
+use ninep_fuse::{Access, Cache, Permissions};
 
 use crate::args::{RecoverArgs, ServerArgs};
 
@@ -27,6 +27,12 @@ pub struct Args {
     /// user (an attach per calling user; the mount is open to all users).
     #[arg(long, default_value = "single", value_parser = ["single", "user"])]
     access: String,
+    /// Who checks callers' permissions: kernel (against the attributes the
+    /// server gives, asked for again on every path under none and strict)
+    /// or server (the server alone, as the mount's user, as sshfs's mounts
+    /// do by default; with --access single only).
+    #[arg(long, default_value = "kernel", value_parser = parse_permissions)]
+    permissions: Permissions,
     /// Most bytes read ahead of a program that reads a file in order, per
     /// open file (0: none).
     #[arg(long, default_value_t = ninep_fuse::Options::READ_AHEAD)]
@@ -49,6 +55,14 @@ fn parse_cache(s: &str) -> Result<Cache, String> {
         _ => Err(format!(
             "unknown cache policy {s:?} (none, strict or loose)"
         )),
+    }
+}
+
+fn parse_permissions(s: &str) -> Result<Permissions, String> {
+    match s {
+        "kernel" => Ok(Permissions::Kernel),
+        "server" => Ok(Permissions::Server),
+        _ => Err(format!("unknown checker {s:?} (kernel or server)")),
     }
 }
 
@@ -103,6 +117,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         cache: args.cache,
         access,
         read_ahead: args.read_ahead,
+        permissions: args.permissions,
     };
     let session = ninep_fuse::mount(fsys, &mountpoint, &options)
         .with_context(|| format!("mount on {}", args.mountpoint.display()))?;

@@ -126,3 +126,36 @@ async fn a_vanished_server_gives_errors_not_a_hang() {
     assert!(status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The server alone checks permissions only on a mount of one attach: a
+/// mount that attaches per user and asks for it is refused, mounting
+/// nothing.
+#[tokio::test]
+async fn server_permissions_need_a_single_attach() {
+    let dir = std::env::temp_dir().join(format!("ninep-cli-perms-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let addr = format!("unix!{}", dir.join("sock").display());
+    let mut server = serve_ramfs(&dir.join("sock")).await;
+    let out = Command::new(NINEP)
+        .args([
+            "mount",
+            "-a",
+            &addr,
+            "--access",
+            "user",
+            "--permissions",
+            "server",
+        ])
+        .arg(&mnt)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("only on a mount of one attach"), "{said}");
+    assert!(!is_mounted(&mnt));
+    let _ = server.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,7 +2,9 @@
 //! kernel's terms and changed at its request, symbolic links read, the
 //! file system's figures.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
@@ -197,10 +199,16 @@ impl Inner {
         Ok(attr)
     }
 
-    /// Whether root may run `ino` (access(2) with X_OK): any directory, and
-    /// any other file with an execute bit.
-    pub async fn root_may_run(&self, ino: u64, user: u32) -> Result<(), KernelErrno> {
-        let attr = self.attr_of(ino, None, user).await?;
+    /// Whether `ino` may be run or searched (access(2) with X_OK, chdir)
+    /// where the server alone checks permissions: any directory (a kind no
+    /// inode changes), and any other file with an execute bit, as the
+    /// kernel itself asks of a file it runs.
+    pub async fn may_run(&self, ino: u64, user: u32) -> Result<(), KernelErrno> {
+        let known = self.nodes().given_attr(ino);
+        let attr = match known {
+            Some(attr) if attr.kind == FileType::Directory => attr,
+            _ => self.attr_of(ino, None, user).await?,
+        };
         if attr.kind == FileType::Directory || attr.perm & 0o111 != 0 {
             Ok(())
         } else {
@@ -229,8 +237,10 @@ impl Inner {
         if times_only
             && self.cache.writes_back()
             && let Some(h) = fh.and_then(|fh| self.handle(fh).ok())
-            && let Some(attr) = self.times_after_writeback(ino, h, set.clone())
+            && h.file.fid().client().runs_in_order()
+            && let Some(attr) = self.times_given(ino, &set)
         {
+            self.times_after_writeback(ino, h, set);
             return Ok(attr);
         }
         self.settle_writes(|_, h| h.ino == ino).await;
@@ -251,9 +261,7 @@ impl Inner {
             by_handle?;
         }
         if times_only {
-            let mut nodes = self.nodes();
-            nodes.times_set(ino, set.atime.map(system_time), set.mtime.map(system_time));
-            if let Some(attr) = nodes.fresh(ino, self.ttl) {
+            if let Some(attr) = self.times_given(ino, &set) {
                 return Ok(attr);
             }
         } else {
@@ -262,39 +270,43 @@ impl Inner {
         self.attr_of(ino, fh, user).await
     }
 
-    /// The kernel's own times of a file it wrote back, set through its open
-    /// file `h` (under loose caching; a caller's utimensat names no open
-    /// file): the kernel keeps them, so they are answered at once, with the
-    /// attributes trusted and the new times, and sent to the server in the
-    /// background. A stat goes behind them: the server's file then holds
-    /// what the kernel's pages do, so the next open keeps the pages if the
-    /// file is still at the qid.version the stat gives (a write by another
-    /// client in between is missed, as loose caching misses others'
-    /// changes until the kernel forgets the file). None if no attributes
-    /// are trusted now.
-    fn times_after_writeback(
-        self: &Arc<Self>,
-        ino: u64,
-        h: Arc<Handle>,
-        set: SetAttr,
-    ) -> Option<FileAttr> {
-        let attr = {
-            let mut nodes = self.nodes();
-            nodes.times_set(ino, set.atime.map(system_time), set.mtime.map(system_time));
-            nodes.fresh(ino, self.ttl)?
-        };
+    /// The attributes trusted for `ino`, if any, with the times `set`
+    /// gives it.
+    fn times_given(&self, ino: u64, set: &SetAttr) -> Option<FileAttr> {
+        let mut nodes = self.nodes();
+        nodes.times_set(ino, set.atime.map(system_time), set.mtime.map(system_time));
+        nodes.fresh(ino, self.ttl)
+    }
+
+    /// Sends the kernel's own times of a file it wrote back through its
+    /// open file `h`, without waiting for the server: under loose caching
+    /// the kernel keeps them, and the caller is answered from the
+    /// attributes trusted (a caller's utimensat names no open file, and
+    /// waits). They go now, from this thread, so that on a server that
+    /// runs requests in order whatever the kernel asks next comes after
+    /// them: a caller's own times, an fsync, a clunk. A stat goes behind
+    /// them: the server's file then holds what the kernel's pages do, so
+    /// the next open keeps the pages if the file is still at the
+    /// qid.version the stat gives.
+    fn times_after_writeback(self: &Arc<Self>, ino: u64, h: Arc<Handle>, set: SetAttr) {
         let inner = self.clone();
-        tokio::spawn(async move {
+        let mut sent = Box::pin(async move {
             let fid = h.file.fid();
             let (set, stat) = tokio::join!(biased; fid.setattr(&set), fid.stat());
             if let Err(e) = set {
-                tracing::warn!("setting the times of inode {ino} after writeback: {e}");
+                tracing::debug!("setting the times of inode {ino} after writeback: {e}");
             }
-            if let Ok(info) = stat {
+            if let Ok(info) = stat
+                && !h.exact
+            {
                 inner.nodes().written_back(ino, info.qid.version);
             }
         });
-        Some(attr)
+        // Each request goes on the future's first poll.
+        let mut cx = Context::from_waker(Waker::noop());
+        if sent.as_mut().poll(&mut cx).is_pending() {
+            tokio::spawn(sent);
+        }
     }
 
     /// The target of the symbolic link `ino`.

@@ -230,15 +230,16 @@ impl fuser::Filesystem for NinepFs {
         Ok(())
     }
 
-    /// Asked only where the kernel leaves permissions to the mount (see
-    /// `kernel_checks_permissions`), whose one caller is root.
+    /// Asked only where the kernel leaves permissions to the server
+    /// ([`crate::Permissions::Server`]): what the server allows shows when
+    /// the call is made, and only running needs an execute bit.
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         if !mask.contains(AccessFlags::X_OK) {
             return reply.ok();
         }
         let user = self.user(req);
         self.answer(Caller::of(req), reply, |inner| async move {
-            inner.root_may_run(ino.0, user).await
+            inner.may_run(ino.0, user).await
         });
     }
 

@@ -63,7 +63,10 @@ pub enum Cache {
     /// (as sshfs does); writes go to the page cache and reach the server
     /// on writeback, fsync and close, which report their errors. The
     /// kernel then keeps sizes and times of regular files itself: changes
-    /// made by others are seen once the kernel forgets the file.
+    /// made by others are seen once the kernel forgets the file. A file
+    /// written back keeps its pages at its next open if it is still at
+    /// the qid.version it had just after, so a change made by another
+    /// client while it was open here for writing is missed there too.
     Loose,
 }
 
@@ -84,12 +87,25 @@ impl Cache {
     }
 }
 
+/// Who checks a caller's permissions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Permissions {
+    /// The kernel, against the attributes the server gives, asking for
+    /// them again wherever it may not trust them (under `none` and
+    /// `strict`, those of every directory of every path); then the server.
+    #[default]
+    Kernel,
+    /// The server alone, as the mount's attach: a mount of one attach
+    /// ([`Access::Single`]) whose callers may do whatever its user may, as
+    /// sshfs's mounts without `default_permissions`. The kernel still
+    /// runs no file without an execute bit.
+    Server,
+}
+
 /// Whose identity requests carry.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Access {
-    /// The mount's own attach, for its owner alone (the kernel still
-    /// checks permissions against the attributes the server reports,
-    /// unless the owner is root, who may do anything).
+    /// The mount's own attach, for its owner alone.
     #[default]
     Single,
     /// An attach per calling user, made on their first request with their
@@ -116,6 +132,8 @@ pub struct Options {
     /// none), per open file: the window that lets a long link move data
     /// at its pace.
     pub read_ahead: u64,
+    /// Who checks callers' permissions.
+    pub permissions: Permissions,
 }
 
 impl Options {
@@ -131,6 +149,7 @@ impl Default for Options {
             cache: Cache::default(),
             access: Access::default(),
             read_ahead: Options::READ_AHEAD,
+            permissions: Permissions::default(),
         }
     }
 }
@@ -154,6 +173,11 @@ pub fn mount(
         }
         Access::User { uid, .. } => *uid,
     };
+    if options.permissions == Permissions::Server && options.access != Access::Single {
+        return Err(std::io::Error::other(
+            "the server alone checks permissions only on a mount of one attach",
+        ));
+    }
     let runtime = tokio::runtime::Handle::current();
     let conn = Conn {
         client,
@@ -185,7 +209,7 @@ pub fn mount(
         MountOption::FSName(options.source.clone()),
         MountOption::Subtype("ninep".into()),
     ];
-    if fs.inner.kernel_checks_permissions() {
+    if options.permissions == Permissions::Kernel {
         config.mount_options.push(MountOption::DefaultPermissions);
     }
     if matches!(options.access, Access::User { .. }) {
@@ -255,19 +279,6 @@ impl Inner {
         match self.access {
             Access::User { .. } => self.ttl.is_zero(),
             Access::Single => self.conn.owner.0 == 0,
-        }
-    }
-
-    /// Whether the kernel checks each caller's permissions against the
-    /// attributes the server gives, asking for them again wherever it may
-    /// not trust them (under `none` and `strict`, for every directory of
-    /// every path). Not on a mount open to its owner alone, that owner
-    /// being root: root may do anything but run a file with no execute
-    /// bit, which the kernel still checks, and access(2) asks the mount.
-    fn kernel_checks_permissions(&self) -> bool {
-        match self.access {
-            Access::User { .. } => true,
-            Access::Single => self.conn.owner.0 != 0,
         }
     }
 
@@ -414,7 +425,8 @@ impl Inner {
     }
 
     /// Forgets the open file `fh`, stopping its read-ahead first so that
-    /// its fid is clunked now.
+    /// its fid is clunked as soon as the times sent after its writeback,
+    /// if any, are answered.
     async fn drop_handle(&self, fh: u64) {
         let handle = self.handles.lock().remove(fh);
         if let Some(h) = handle {

@@ -331,6 +331,11 @@ impl Nodes {
         self.given.insert(ino, Given { attr, fetched });
     }
 
+    /// The attributes of `ino` last given, however old.
+    pub fn given_attr(&self, ino: u64) -> Option<FileAttr> {
+        self.given.get(&ino).map(|given| given.attr)
+    }
+
     /// The attributes of `ino` last given, if fetched within `ttl`.
     pub fn fresh(&self, ino: u64, ttl: Duration) -> Option<FileAttr> {
         let given = self.given.get(&ino)?;

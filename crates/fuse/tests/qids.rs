@@ -103,7 +103,7 @@ async fn mounted(
     let addr = Addr::Unix(base.join("sock"));
     support::serve(Renumbered { tree: tree(), path }, &addr).await;
     let mnt = base.join("mnt");
-    let session = support::mount(&addr, dialect, Cache::None, &mnt).await;
+    let session = support::mount(&addr, dialect, &support::options(Cache::None), &mnt).await;
     (mnt, session)
 }
 

@@ -67,7 +67,7 @@ async fn reads_after_writes_and_truncations_see_them() {
     let addr = Addr::Unix(base.join("sock"));
     support::serve(RamFs::new(), &addr).await;
     let mnt = base.join("mnt");
-    let session = support::mount(&addr, Dialect::L, Cache::Strict, &mnt).await;
+    let session = support::mount(&addr, Dialect::L, &support::options(Cache::Strict), &mnt).await;
     let path = mnt.join("fsx");
     tokio::task::spawn_blocking(move || {
         let mut f = Checked::create(&path);

@@ -61,27 +61,33 @@ pub fn detach(path: &Path) {
         .status();
 }
 
-/// Mounts the tree served at `addr` on `mnt`, speaking `dialect` as root;
-/// the mount goes when the result is dropped.
-pub async fn mount(addr: &Addr, dialect: Dialect, cache: Cache, mnt: &Path) -> Mounted {
-    let options = Options {
+/// A test mount's options under `cache`.
+pub fn options(cache: Cache) -> ninep_fuse::Options {
+    ninep_fuse::Options {
+        source: "ninep-test".into(),
+        cache,
+        ..Default::default()
+    }
+}
+
+/// Mounts the tree served at `addr` on `mnt` with `options`, speaking
+/// `dialect` as root; the mount goes when the result is dropped.
+pub async fn mount(
+    addr: &Addr,
+    dialect: Dialect,
+    options: &ninep_fuse::Options,
+    mnt: &Path,
+) -> Mounted {
+    let client_options = Options {
         dialect: Some(dialect),
         ..Options::default()
     };
-    let client = Client::connect_with(&addr.to_string(), options)
+    let client = Client::connect_with(&addr.to_string(), client_options)
         .await
         .unwrap();
     let fsys = client.attach_as("root", 0, "").await.unwrap();
-    let session = ninep_fuse::mount(
-        fsys,
-        mnt,
-        &ninep_fuse::Options {
-            source: "ninep-test".into(),
-            cache,
-            ..Default::default()
-        },
-    )
-    .expect("mount (is /dev/fuse there and fusermount3 installed?)");
+    let session = ninep_fuse::mount(fsys, mnt, options)
+        .expect("mount (is /dev/fuse there and fusermount3 installed?)");
     Mounted {
         session: Some(session),
         mnt: mnt.to_owned(),
