@@ -2,9 +2,6 @@
 //! kernel's terms and changed at its request, symbolic links read, the
 //! file system's figures.
 
-use std::future::Future;
-use std::sync::Arc;
-use std::task::{Context, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
@@ -219,7 +216,7 @@ impl Inner {
     /// Makes the changes `set` to `ino`, through the open file `fh` if
     /// given, and answers with the attributes after.
     pub async fn set_attr(
-        self: &Arc<Self>,
+        &self,
         ino: u64,
         fh: Option<u64>,
         user: u32,
@@ -234,15 +231,6 @@ impl Inner {
             ctime: false,
             ..set.clone()
         } == SetAttr::default();
-        if times_only
-            && self.cache.writes_back()
-            && let Some(h) = fh.and_then(|fh| self.handle(fh).ok())
-            && h.file.fid().client().runs_in_order()
-            && let Some(attr) = self.times_given(ino, &set)
-        {
-            self.times_after_writeback(ino, h, set);
-            return Ok(attr);
-        }
         self.settle_writes(|_, h| h.ino == ino).await;
         if set.size.is_some() {
             self.forget_read_ahead(ino).await;
@@ -251,6 +239,9 @@ impl Inner {
         // inode's fid serves when the open one names a path that is gone
         // (diod, after a rename).
         let by_handle = match fh.map(|fh| self.handle(fh)) {
+            Some(Ok(h)) if times_only && self.cache.writes_back() => {
+                self.times_after_writeback(ino, &h, &set).await
+            }
             Some(Ok(h)) => h.file.fid().setattr(&set).await.map_err(errno),
             _ => Err(fail(Errno::ENOENT)),
         };
@@ -278,38 +269,30 @@ impl Inner {
         nodes.fresh(ino, self.ttl)
     }
 
-    /// Sends the kernel's own times of a file it wrote back through its
-    /// open file `h`, without waiting for the server: under loose caching
-    /// the kernel keeps them, and the caller is answered from the
-    /// attributes trusted (a caller's utimensat names no open file, and
-    /// waits). They go now, from this thread, so that on a server that
-    /// runs requests in order whatever the kernel asks next comes after
-    /// them: a caller's own times, an fsync, a clunk. A stat goes behind
-    /// them: the server's file then holds what the kernel's pages do, so
-    /// the next open keeps the pages if the file is still at the
-    /// qid.version the stat gives.
-    fn times_after_writeback(self: &Arc<Self>, ino: u64, h: Arc<Handle>, set: SetAttr) {
-        let inner = self.clone();
-        let mut sent = Box::pin(async move {
-            let fid = h.file.fid();
-            let (set, stat) = tokio::join!(biased; fid.setattr(&set), fid.stat());
-            if let Err(e) = set {
-                tracing::debug!("setting the times of inode {ino} after writeback: {e}");
-            }
-            if let Ok(info) = stat
-                && !h.exact
-            {
-                inner.nodes().written_back(ino, info.qid.version);
-            }
-        });
-        // Each request goes on the future's first poll.
-        let mut cx = Context::from_waker(Waker::noop());
-        if sent.as_mut().poll(&mut cx).is_pending() {
-            tokio::spawn(sent);
+    /// Sets the kernel's own times of a file it wrote back, through its
+    /// open file `h` (under loose caching; a caller's utimensat names no
+    /// open file), with a stat beside them in the same round trip: the
+    /// server's file then holds what the kernel's pages do, so the next
+    /// open keeps the pages if the file is still at the qid.version the
+    /// stat gives. Where the server ran the stat first, that version is
+    /// one the file has already left, and the pages go as before.
+    async fn times_after_writeback(
+        &self,
+        ino: u64,
+        h: &Handle,
+        set: &SetAttr,
+    ) -> Result<(), KernelErrno> {
+        let fid = h.file.fid();
+        let (set, stat) = tokio::join!(biased; fid.setattr(set), fid.stat());
+        set.map_err(errno)?;
+        if let Ok(info) = stat
+            && !h.exact
+        {
+            self.nodes().written_back(ino, info.qid.version);
         }
+        Ok(())
     }
 
-    /// The target of the symbolic link `ino`.
     /// The target of symbolic link `ino`. The kernel takes at most a page
     /// less one byte, and refuses a longer answer so that no answer
     /// reaches the caller: a server's longer target fails here instead.

@@ -425,8 +425,7 @@ impl Inner {
     }
 
     /// Forgets the open file `fh`, stopping its read-ahead first so that
-    /// its fid is clunked as soon as the times sent after its writeback,
-    /// if any, are answered.
+    /// its fid is clunked now.
     async fn drop_handle(&self, fh: u64) {
         let handle = self.handles.lock().remove(fh);
         if let Some(h) = handle {

@@ -29,10 +29,13 @@ struct Scene {
     base: PathBuf,
     /// Requests the mount has sent.
     sent: Counts,
-    /// The highest round trip of the replies let through to the mount: a
-    /// request is of the round after the replies let through before it.
-    round: Arc<AtomicU32>,
+    /// The round trip of each request the mount has sent, in order: the
+    /// round after the highest of the replies let through before it.
+    rounds: Rounds,
 }
+
+/// Each request's round trip, in the order they came.
+type Rounds = Arc<Mutex<Vec<u32>>>;
 
 impl Scene {
     /// How many of each request the mount has sent so far.
@@ -40,12 +43,21 @@ impl Scene {
         self.sent.lock().unwrap().clone()
     }
 
-    /// Round trips so far (see [`Scene::round`]): the difference between
-    /// two readings is how many an operation between them took, one after
-    /// another, where replies are held long enough that requests sent
-    /// together arrive before any of them is answered.
-    fn rounds(&self) -> u32 {
-        self.round.load(Ordering::SeqCst)
+    /// How many requests the mount has sent so far.
+    fn requests(&self) -> usize {
+        self.rounds.lock().unwrap().len()
+    }
+
+    /// How many round trips, one after another, the requests sent since
+    /// the `mark`-th took, where replies are held long enough that
+    /// requests sent together arrive before any of them is answered.
+    fn rounds_since(&self, mark: usize) -> u32 {
+        let rounds = self.rounds.lock().unwrap();
+        let since = &rounds[mark..];
+        match (since.iter().min(), since.iter().max()) {
+            (Some(first), Some(last)) => last - first + 1,
+            _ => 0,
+        }
     }
 }
 
@@ -68,10 +80,12 @@ async fn counting_proxy(
     front: &Addr,
     back: Addr,
     dialect: Dialect,
-    scene: (Counts, Arc<AtomicU32>),
+    scene: (Counts, Rounds),
     hold: Duration,
 ) {
-    let (sent, round) = scene;
+    let (sent, log) = scene;
+    // The highest round of the replies let through so far.
+    let round = Arc::new(AtomicU32::new(0));
     let listener = front.listen().await.unwrap();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
@@ -80,12 +94,14 @@ async fn counting_proxy(
             let (mut from_server, mut to_server) = tokio::io::split(server);
             let rounds = Arc::new(Mutex::new(HashMap::new()));
             let (sent, delivered, asked) = (sent.clone(), round.clone(), rounds.clone());
+            let log = log.clone();
             tokio::spawn(async move {
                 while let Some(frame) = read_frame(&mut from_client).await {
                     let name = Msg::type_name(frame[4], dialect).unwrap_or("?");
                     *sent.lock().unwrap().entry(name).or_default() += 1;
                     let round = delivered.load(Ordering::SeqCst) + 1;
                     asked.lock().unwrap().insert(tag(&frame), round);
+                    log.lock().unwrap().push(round);
                     if to_server.write_all(&frame).await.is_err() {
                         break;
                     }
@@ -150,12 +166,12 @@ async fn mounted_far(
     // The mount reaches the server through a proxy that counts requests.
     let counted = Addr::Unix(base.join("counted"));
     let sent = Arc::new(Mutex::new(HashMap::new()));
-    let round = Arc::new(AtomicU32::new(0));
-    let scene = (sent.clone(), round.clone());
+    let rounds = Arc::new(Mutex::new(Vec::new()));
+    let scene = (sent.clone(), rounds.clone());
     counting_proxy(&counted, addr, dialect, scene, hold).await;
     let mnt = base.join("mnt");
     let session = support::mount(&counted, dialect, options, &mnt).await;
-    (Scene { base, sent, round }, mnt, session)
+    (Scene { base, sent, rounds }, mnt, session)
 }
 
 fn exercise(mnt: &Path, dialect: Dialect) {
@@ -867,7 +883,7 @@ async fn a_file_looked_up_opens_on_its_walked_fid() {
 /// together, in one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_is_looked_up_and_opened_in_a_round_trip_each() {
-    let hold = Duration::from_millis(20);
+    let hold = Duration::from_millis(50);
     let (scene, mnt, session) = mounted_far(
         "open-rounds",
         &support::options(Cache::Loose),
@@ -890,12 +906,12 @@ async fn a_file_is_looked_up_and_opened_in_a_round_trip_each() {
     for (time, most) in [("first", 2), ("again", 1)] {
         // Until the clunk of the last open is answered.
         tokio::time::sleep(hold * 3).await;
-        let before = scene.rounds();
+        let mark = scene.requests();
         let path = mnt.join("known");
         let opened = tokio::task::spawn_blocking(move || std::fs::File::open(path))
             .await
             .unwrap();
-        let rounds = scene.rounds() - before;
+        let rounds = scene.rounds_since(mark);
         drop(opened.unwrap());
         assert!(rounds <= most, "{time}: {rounds} round trips");
     }
@@ -974,7 +990,7 @@ async fn where_the_server_checks_permissions_the_kernel_asks_no_attributes_for_t
 
 /// Under loose caching a file written through the mount and closed keeps
 /// its pages: read again it is read from them, with no Tread. Its times,
-/// set by the kernel after writeback, reach the server. A change another
+/// set by the kernel after writeback, are the server's. A change another
 /// client makes after is read at the next open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loose_pages_written_back_are_kept_until_the_file_changes() {
@@ -985,22 +1001,18 @@ async fn loose_pages_written_back_are_kept_until_the_file_changes() {
     tokio::task::spawn_blocking(move || std::fs::write(at, "first").unwrap())
         .await
         .unwrap();
-    // The kernel's mtime, as the server has it once the set sent behind
-    // the writeback lands.
+    // The kernel's mtime, set on the server with the writeback's times
+    // before the close returned.
     let at = path.clone();
     let mtime = tokio::task::spawn_blocking(move || std::fs::metadata(at).unwrap().mtime_nsec())
         .await
         .unwrap();
-    let mut landed = false;
-    for _ in 0..100 {
-        let info = other.stat("kept").await.unwrap();
-        if i64::from(info.mtime_nsec) == mtime {
-            landed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(landed, "the kernel's mtime reached the server");
+    let info = other.stat("kept").await.unwrap();
+    assert_eq!(
+        i64::from(info.mtime_nsec),
+        mtime,
+        "the kernel's mtime is the server's"
+    );
     let before = scene.sent();
     let at = path.clone();
     let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(at).unwrap())
