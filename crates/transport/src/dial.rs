@@ -143,11 +143,18 @@ async fn dial_tcp(host: &str, port: u16) -> io::Result<TcpStream> {
     Ok(s)
 }
 
+/// Room a TCP connection makes at once for what its reader has not read:
+/// a reply at the client's default msize (1 MiB + 24) and the start of the
+/// next.
+const RECEIVE_ROOM: usize = 2 << 20;
+
 /// Sets a TCP connection's options: no Nagle delay (9P is request and
-/// reply), and [`DEAD_PEER`].
+/// reply), room for a whole large message ([`RECEIVE_ROOM`]), and
+/// [`DEAD_PEER`].
 fn tune(s: &TcpStream) -> io::Result<()> {
     use rustix::net::sockopt;
     s.set_nodelay(true)?;
+    crate::sockopt::make_receive_room(s, RECEIVE_ROOM)?;
     sockopt::set_socket_keepalive(s, true)?;
     // Probes start after a third of it idle; TCP_USER_TIMEOUT then ends
     // the connection once a probe or data has gone unacknowledged for all
@@ -457,6 +464,7 @@ impl Drop for Listener {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn parse(s: &str) -> Addr {
         s.parse().unwrap()
@@ -497,6 +505,27 @@ mod tests {
 
     /// A TCP connection takes a silent peer for dead after DEAD_PEER,
     /// rather than after TCP's retransmissions.
+    /// A dialled TCP connection has room for a whole large reply from the
+    /// start, and a message of one byte still wakes its reader.
+    #[tokio::test]
+    async fn tcp_connections_make_room_for_a_large_reply() {
+        use rustix::net::sockopt;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (dialled, accepted) = tokio::join!(dial_tcp("127.0.0.1", port), l.accept());
+        let (mut dialled, (mut accepted, _)) = (dialled.unwrap(), accepted.unwrap());
+        // The kernel grants at most half of tcp_rmem's maximum this way.
+        let rmem = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").unwrap();
+        let max: usize = rmem.split_whitespace().nth(2).unwrap().parse().unwrap();
+        let room = sockopt::socket_recv_buffer_size(&dialled).unwrap();
+        assert!(room >= RECEIVE_ROOM.min(max / 2), "{room} bytes of room");
+        accepted.write_all(b"x").await.unwrap();
+        let mut byte = [0; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), dialled.read(&mut byte)).await;
+        assert_eq!(read.expect("one byte wakes the reader").unwrap(), 1);
+    }
+
     #[tokio::test]
     async fn tcp_connections_give_up_on_a_silent_peer() {
         use rustix::net::sockopt;

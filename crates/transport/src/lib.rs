@@ -9,6 +9,7 @@
 mod dial;
 mod exec;
 mod framing;
+mod sockopt;
 mod splice;
 mod tls;
 mod writer;

@@ -1,0 +1,44 @@
+//! The one socket option set here that rustix does not wrap.
+
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
+/// Lets the kernel take `bytes` of a TCP connection that its reader has not
+/// read yet, without fixing the connection's receive buffer at that size.
+///
+/// A connection starts with room for tcp_rmem's default (128 KiB), and
+/// TCP's tuning grows it only as the reader keeps up, a round trip at a
+/// time. A reply of a MiB (an Rread at the default msize) then crosses in
+/// pieces, the sender waiting for room after each; on loopback that halves
+/// a one-at-a-time read. SO_RCVBUF would make the room but fix the buffer
+/// (at most net.core.rmem_max, 208 KiB by default), which a long link
+/// outgrows. Raising SO_RCVLOWAT raises the buffer to hold that many bytes
+/// (up to half of tcp_rmem's maximum) and leaves it to TCP's tuning from
+/// there; the mark then goes back to one byte, so that every message still
+/// wakes its reader.
+pub(crate) fn make_receive_room(socket: impl AsFd, bytes: usize) -> io::Result<()> {
+    let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    set_receive_low_water(socket.as_fd(), bytes)?;
+    set_receive_low_water(socket.as_fd(), 1)
+}
+
+fn set_receive_low_water(socket: BorrowedFd<'_>, bytes: libc::c_int) -> io::Result<()> {
+    // SAFETY: the descriptor is open for the call (it is borrowed), and the
+    // value is a c_int that outlives the call, passed with its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&raw const bytes).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
