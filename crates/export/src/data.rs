@@ -109,6 +109,11 @@ fn is_stream(ty: FileType) -> bool {
 /// to a blocking call. Reads that would not fit READ_HERE_MAX are left
 /// whole.
 fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usize) -> bool {
+    // preadv2 takes an offset of -1 (u64::MAX) for the file's own position:
+    // reads that reach past i64::MAX are left to pread, which refuses them.
+    if i64::try_from(offset.saturating_add(count as u64)).is_err() {
+        return false;
+    }
     // The size says how much to zero; the reads themselves find the end
     // (the byte past it reads as 0), so a file that grows or reports no
     // size is still read whole.

@@ -410,7 +410,7 @@ async fn huge_counts_offsets_and_long_names() {
             })
             .await
         {
-            Ok(Msg::Rread(r)) => assert!(r.data.is_empty()),
+            Ok(Msg::Rread(r)) => assert!(r.data.is_empty(), "{offset}: {:?}", r.data),
             Ok(other) => panic!("{other:?}"),
             Err(e) => assert!(e.is_remote()),
         }
