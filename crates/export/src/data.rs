@@ -110,7 +110,8 @@ fn is_stream(ty: FileType) -> bool {
 /// whole.
 fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usize) -> bool {
     // preadv2 takes an offset of -1 (u64::MAX) for the file's own position:
-    // reads that reach past i64::MAX are left to pread, which refuses them.
+    // reads that reach past i64::MAX are left to pread, which has no such
+    // meaning (and refuses them, but on files of unsigned offsets).
     if i64::try_from(offset.saturating_add(count as u64)).is_err() {
         return false;
     }

@@ -503,8 +503,6 @@ mod tests {
         }
     }
 
-    /// A TCP connection takes a silent peer for dead after DEAD_PEER,
-    /// rather than after TCP's retransmissions.
     /// A dialled TCP connection has room for a whole large reply from the
     /// start, and a message of one byte still wakes its reader.
     #[tokio::test]
@@ -515,7 +513,8 @@ mod tests {
         let port = l.local_addr().unwrap().port();
         let (dialled, accepted) = tokio::join!(dial_tcp("127.0.0.1", port), l.accept());
         let (mut dialled, (mut accepted, _)) = (dialled.unwrap(), accepted.unwrap());
-        // The kernel grants at most half of tcp_rmem's maximum this way.
+        // The kernel caps the mark at half of tcp_rmem's maximum; the buffer
+        // it makes holds at least the mark.
         let rmem = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").unwrap();
         let max: usize = rmem.split_whitespace().nth(2).unwrap().parse().unwrap();
         let room = sockopt::socket_recv_buffer_size(&dialled).unwrap();
@@ -526,6 +525,8 @@ mod tests {
         assert_eq!(read.expect("one byte wakes the reader").unwrap(), 1);
     }
 
+    /// A TCP connection takes a silent peer for dead after DEAD_PEER,
+    /// rather than after TCP's retransmissions.
     #[tokio::test]
     async fn tcp_connections_give_up_on_a_silent_peer() {
         use rustix::net::sockopt;

@@ -5,22 +5,25 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
-/// Lets the kernel take `bytes` of a TCP connection that its reader has not
-/// read yet, without fixing the connection's receive buffer at that size.
+/// Lets the kernel take about `bytes` of a TCP connection that its reader
+/// has not read yet, without fixing the connection's receive buffer.
 ///
 /// A connection starts with room for tcp_rmem's default (128 KiB), and
 /// TCP's tuning grows it only as the reader keeps up, a round trip at a
 /// time. A reply of a MiB (an Rread at the default msize) then crosses in
 /// pieces, the sender waiting for room after each; on loopback that halves
 /// a one-at-a-time read. SO_RCVBUF would make the room but fix the buffer
-/// (at most net.core.rmem_max, 208 KiB by default), which a long link
-/// outgrows. Raising SO_RCVLOWAT raises the buffer to hold that many bytes
-/// (up to half of tcp_rmem's maximum) and leaves it to TCP's tuning from
-/// there; the mark then goes back to one byte, so that every message still
-/// wakes its reader.
+/// (at twice net.core.rmem_max at most, 416 KiB by default), which a long
+/// link outgrows. Raising SO_RCVLOWAT raises the buffer to hold the mark
+/// (the mark capped at half of tcp_rmem's maximum) and leaves it to TCP's
+/// tuning from there; the mark then goes back to one byte.
 pub(crate) fn make_receive_room(socket: impl AsFd, bytes: usize) -> io::Result<()> {
     let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    set_receive_low_water(socket.as_fd(), bytes)?;
+    // The room only speeds bulk transfers: a stack that refuses it (not
+    // Linux's) leaves the default.
+    let _ = set_receive_low_water(socket.as_fd(), bytes);
+    // This one must hold: a mark left high would keep every smaller message
+    // from waking its reader, and the connection would hang.
     set_receive_low_water(socket.as_fd(), 1)
 }
 
