@@ -2,6 +2,7 @@
 //! and `fusermount3 -u` or SIGTERM end it cleanly, saying nothing but
 //! where it mounted.
 
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -11,13 +12,20 @@ use tokio::process::Command;
 mod common;
 use common::{NINEP, is_mounted, serve_ramfs, until};
 
-#[tokio::test]
-async fn mount_serve_and_unmount() {
-    let dir = std::env::temp_dir().join(format!("ninep-cli-mount-{}", std::process::id()));
+/// A fresh directory for test `name`: it, the mount point in it, and the
+/// address of the server's socket beside that.
+fn scene(name: &str) -> (PathBuf, PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("ninep-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     let addr = format!("unix!{}", dir.join("sock").display());
+    (dir, mnt, addr)
+}
+
+#[tokio::test]
+async fn mount_serve_and_unmount() {
+    let (dir, mnt, addr) = scene("mount");
     let bin = NINEP;
     let mut server = serve_ramfs(&dir.join("sock")).await;
     for how in ["fusermount3", "SIGTERM"] {
@@ -80,11 +88,7 @@ async fn mount_serve_and_unmount() {
 
 #[tokio::test]
 async fn a_vanished_server_gives_errors_not_a_hang() {
-    let dir = std::env::temp_dir().join(format!("ninep-cli-vanish-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mnt = dir.join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let addr = format!("unix!{}", dir.join("sock").display());
+    let (dir, mnt, addr) = scene("vanish");
     let bin = NINEP;
     let mut server = serve_ramfs(&dir.join("sock")).await;
     // Calls wait for the server's return as long as --recover says, then
@@ -132,11 +136,7 @@ async fn a_vanished_server_gives_errors_not_a_hang() {
 /// nothing.
 #[tokio::test]
 async fn server_permissions_need_a_single_attach() {
-    let dir = std::env::temp_dir().join(format!("ninep-cli-perms-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mnt = dir.join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let addr = format!("unix!{}", dir.join("sock").display());
+    let (dir, mnt, addr) = scene("perms");
     let mut server = serve_ramfs(&dir.join("sock")).await;
     let out = Command::new(NINEP)
         .args([
