@@ -9,7 +9,7 @@
 //! request at a time (`auto`); or forced, for measurement. A progress bar is
 //! drawn on a terminal, a one-line summary printed otherwise.
 
-use std::io::IsTerminal;
+use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,9 @@ use bytes::{Bytes, BytesMut};
 use ninep_client::{File, Fsys, Mode, RangeRead, RangeWrite, Transfer};
 use ninep_wire::Errno;
 use ninep_wire::consts::dotl::{O_RDONLY, O_TRUNC, O_WRONLY};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use crate::args::{Place, RecoverArgs, ServerArgs, place};
 
@@ -79,7 +81,7 @@ impl Source<'_> {
 
 /// Where the bytes go.
 enum Sink<'f> {
-    Local(Box<dyn tokio::io::AsyncWrite + Unpin + Send>),
+    Local(LocalSink),
     Remote(RangeWrite<'f>),
 }
 
@@ -87,15 +89,55 @@ impl Sink<'_> {
     async fn write(&mut self, data: Bytes) -> Result<()> {
         match self {
             Sink::Remote(w) => Ok(w.write(data).await?),
-            Sink::Local(out) => Ok(out.write_all(&data).await?),
+            Sink::Local(out) => Ok(out.write(data).await?),
         }
     }
 
     async fn finish(self) -> Result<()> {
         match self {
             Sink::Remote(w) => w.finish().await.map(drop).map_err(Into::into),
-            Sink::Local(mut out) => Ok(out.flush().await?),
+            Sink::Local(out) => Ok(out.finish().await?),
         }
+    }
+}
+
+/// Pieces waiting for a local sink's thread: at most this many messages'
+/// worth of memory.
+const LOCAL_QUEUE: usize = 4;
+
+/// A local file (or standard output) written on a thread of its own, so
+/// that the copy receives the next piece while one is written, and no
+/// piece is copied on its way (tokio's file copies each write into a
+/// buffer of its own before handing it to a thread).
+struct LocalSink {
+    pieces: mpsc::Sender<Bytes>,
+    writer: JoinHandle<io::Result<()>>,
+}
+
+impl LocalSink {
+    fn spawn(mut out: impl Write + Send + 'static) -> Self {
+        let (pieces, mut queued) = mpsc::channel::<Bytes>(LOCAL_QUEUE);
+        let writer = tokio::task::spawn_blocking(move || {
+            while let Some(piece) = queued.blocking_recv() {
+                out.write_all(&piece)?;
+            }
+            out.flush()
+        });
+        Self { pieces, writer }
+    }
+
+    async fn write(&mut self, piece: Bytes) -> io::Result<()> {
+        if self.pieces.send(piece).await.is_ok() {
+            return Ok(());
+        }
+        // The thread stopped, on an error that its result holds.
+        (&mut self.writer).await??;
+        Err(io::Error::other("the writing thread stopped"))
+    }
+
+    async fn finish(self) -> io::Result<()> {
+        drop(self.pieces);
+        self.writer.await?
     }
 }
 
@@ -179,13 +221,13 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             (Sink::Remote(w), Some(mode))
         }
         (None, Place::Local(path)) if *path == "-" => {
-            (Sink::Local(Box::new(tokio::io::stdout())), None)
+            (Sink::Local(LocalSink::spawn(std::io::stdout())), None)
         }
         (None, Place::Local(path)) => {
             let file = tokio::fs::File::create(path)
                 .await
                 .with_context(|| path.to_string())?;
-            (Sink::Local(Box::new(file)), None)
+            (Sink::Local(LocalSink::spawn(file.into_std().await)), None)
         }
         (None, Place::Remote { .. }) => unreachable!("a remote destination was opened above"),
     };

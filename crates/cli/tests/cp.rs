@@ -138,3 +138,21 @@ async fn refuses_two_local_paths_and_missing_files() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("ninep: "));
 }
+
+#[tokio::test]
+async fn a_local_destination_that_cannot_be_written_fails_the_copy() {
+    let served = serve("full", &[]).await;
+    std::fs::write(served.dir.join("f"), noise(3 << 20)).unwrap();
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        Command::new(NINEP)
+            .args(["cp", &format!("{}:/f", served.addr), "/dev/full"])
+            .output(),
+    )
+    .await
+    .expect("cp into a full device ends")
+    .unwrap();
+    assert!(!out.status.success(), "a copy into /dev/full succeeded");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("No space left"), "{err}");
+}
