@@ -208,7 +208,7 @@ if mode != "full":
         "its figures are indicative only." % mode)
 R.h(2, "Machine")
 R.table(["", ""], [[k, machine.get(k)] for k in
-                   ("date", "host", "cpu", "memory", "kernel", "os", "load_before", "load_after",
+                   ("date", "host", "cpu", "memory", "kernel", "congestion", "os", "load_before", "load_after",
                     "ninep", "rustc", "build_seconds", "bench_seconds")])
 R.p("Peers, as installed (Debian package versions):")
 R.table(["peer", "version"], [[k, machine.get(k)] for k in
