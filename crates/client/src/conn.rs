@@ -9,12 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
-use ninep_transport::{Addr, Dialer, Frame, FrameCodec, Payload, Stream, Writer};
+use ninep_transport::{Addr, Dialer, Frame, FrameReader, Payload, Stream, Writer};
 use ninep_wire::*;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
-use tokio_util::codec::FramedRead;
 
 use crate::error::Error;
 use crate::fsys::Fsys;
@@ -639,7 +637,7 @@ fn makes_fid(msg: &Msg) -> bool {
 }
 
 /// Reads replies and routes them until the connection is lost.
-fn spawn_reader<R>(weak: Weak<Inner>, mut frames: FramedRead<R, FrameCodec>, protocol: Protocol)
+fn spawn_reader<R>(weak: Weak<Inner>, mut frames: FrameReader<R>, protocol: Protocol)
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {

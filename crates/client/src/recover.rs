@@ -16,13 +16,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use ninep_transport::{Frame, FrameCodec, Stream, Writer};
+use ninep_transport::{Frame, FrameCodec, FrameReader, Stream, Writer};
 use ninep_wire::consts::dotl::{O_APPEND, O_CREAT, O_EXCL, O_TRUNC};
 use ninep_wire::consts::open::OTRUNC;
 use ninep_wire::*;
 use tokio::io::{AsyncRead, ReadHalf};
-use tokio_util::codec::FramedRead;
 
 use crate::conn::Options;
 use crate::error::Error;
@@ -397,7 +395,7 @@ impl Fids {
 /// The end of a new connection, before it carries the client's requests.
 pub(crate) struct Fresh<R> {
     pub writer: Writer,
-    pub frames: FramedRead<R, FrameCodec>,
+    pub frames: FrameReader<R>,
     pub protocol: Protocol,
 }
 
@@ -413,9 +411,9 @@ impl Fresh<ReadHalf<Box<dyn Stream>>> {
         let (reader, writer) = tokio::io::split(stream);
         // No limit: the requests are the client's own, bounded by its tags.
         let (writer, _) = Writer::spawn(writer, usize::MAX);
-        let mut frames = FramedRead::new(reader, FrameCodec::new(options.msize, Dialect::Base));
+        let mut frames = FrameReader::new(reader, FrameCodec::new(options.msize, Dialect::Base));
         let (protocol, msize) = negotiate(&writer, &mut frames, options, resume).await?;
-        frames.decoder_mut().set_msize(msize);
+        frames.codec_mut().set_msize(msize);
         let fresh = Fresh {
             writer,
             frames,

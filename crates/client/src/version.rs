@@ -1,9 +1,7 @@
 //! Version negotiation: which dialect, and which extensions.
 
-use futures::StreamExt;
-use ninep_transport::{Frame, FrameCodec, Payload, Writer};
+use ninep_transport::{Frame, FrameReader, Payload, Writer};
 use ninep_wire::*;
-use tokio_util::codec::FramedRead;
 
 use crate::conn::Options;
 use crate::error::Error;
@@ -20,7 +18,7 @@ use crate::error::Error;
 /// before the next. Returns what was agreed and the msize.
 pub(crate) async fn negotiate<R: tokio::io::AsyncRead + Unpin>(
     writer: &Writer,
-    frames: &mut FramedRead<R, FrameCodec>,
+    frames: &mut FrameReader<R>,
     options: &Options,
     resume: bool,
 ) -> Result<(Protocol, u32), Error> {

@@ -25,14 +25,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
-use ninep_transport::{Frame, FrameCodec, Payload, Peer, PipedFile, Room, Stream, Writer};
+use ninep_transport::{
+    Frame, FrameCodec, FrameReader, Payload, Peer, PipedFile, Room, Stream, Writer,
+};
 use ninep_wire::*;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::AbortHandle;
-use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -316,7 +316,7 @@ pub(crate) async fn serve<F: Filesystem>(
             limits.spliced_reads.div_ceil(4).min(Semaphore::MAX_PERMITS),
         )),
     });
-    let mut frames = FramedRead::new(reader, FrameCodec::new(limits.msize, Dialect::Base));
+    let mut frames = FrameReader::new(reader, FrameCodec::new(limits.msize, Dialect::Base));
     let mut session: Option<Session> = None;
     loop {
         let frame = tokio::select! {
@@ -332,7 +332,7 @@ pub(crate) async fn serve<F: Filesystem>(
             }
             None => break,
         };
-        let more = !frames.read_buffer().is_empty();
+        let more = frames.has_buffered();
         conn.more.store(more, Ordering::Relaxed);
         // The reader may wait for room for a reply; shutdown ends that too.
         let turn = tokio::select! {
@@ -342,8 +342,8 @@ pub(crate) async fn serve<F: Filesystem>(
         };
         match turn {
             Some(Turn::Version(new)) => {
-                frames.decoder_mut().set_msize(new.msize);
-                frames.decoder_mut().set_dialect(new.dialect);
+                frames.codec_mut().set_msize(new.msize);
+                frames.codec_mut().set_dialect(new.dialect);
             }
             Some(Turn::TakenOver(kept)) => conn = kept,
             None => {}
@@ -787,7 +787,7 @@ fn piped(head: Bytes, data: PipedFile) -> Frame {
 /// then hangs up.
 pub(crate) async fn refuse(link: Box<dyn Stream>, why: &'static str) {
     let (reader, mut writer) = tokio::io::split(link);
-    let mut frames = FramedRead::new(reader, FrameCodec::new(MIN_MSIZE * 64, Dialect::Base));
+    let mut frames = FrameReader::new(reader, FrameCodec::new(MIN_MSIZE * 64, Dialect::Base));
     let first = tokio::time::timeout(std::time::Duration::from_secs(5), frames.next()).await;
     if let Ok(Some(Ok(frame))) = first
         && let Ok(header) = Header::decode(&frame)

@@ -71,12 +71,11 @@ impl FrameCodec {
     }
 }
 
-impl Decoder for FrameCodec {
-    type Item = Bytes;
-    type Error = FrameError;
-
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
-        let Some(size) = src.get(..4) else {
+impl FrameCodec {
+    /// The size of the frame `buf` starts with, once its size field has
+    /// come: an error if no frame can be that size.
+    pub(crate) fn frame_size(&self, buf: &[u8]) -> Result<Option<usize>, FrameError> {
+        let Some(size) = buf.get(..4) else {
             return Ok(None);
         };
         let size = u32::from_le_bytes([size[0], size[1], size[2], size[3]]);
@@ -89,7 +88,18 @@ impl Decoder for FrameCodec {
                 msize: self.msize,
             });
         }
-        let size = size as usize;
+        Ok(Some(size as usize))
+    }
+}
+
+impl Decoder for FrameCodec {
+    type Item = Bytes;
+    type Error = FrameError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        let Some(size) = self.frame_size(src)? else {
+            return Ok(None);
+        };
         if src.len() < size {
             // Room for the rest of this frame, and no more: msize bounds it.
             src.reserve(size - src.len());

@@ -9,6 +9,7 @@
 mod dial;
 mod exec;
 mod framing;
+mod reader;
 mod sockopt;
 mod splice;
 mod tls;
@@ -16,6 +17,7 @@ mod writer;
 
 pub use dial::{Addr, Conn, DEFAULT_PORT, Dialer, Established, Incoming, Listener, Peer, Stream};
 pub use framing::{FrameCodec, FrameError};
+pub use reader::FrameReader;
 pub use splice::{PipedFile, SpliceTarget};
 pub use tls::{HANDSHAKE_TIMEOUT, TlsClient, TlsServer};
 pub use writer::{Frame, Payload, Room, Writer};
