@@ -462,8 +462,7 @@ impl<F: Filesystem> Handler<'_, F> {
             let leave = self.conn.pipe_leave(answer)?;
             return self.fs().read_piped(cx, file, count as usize, &leave).await;
         };
-        let bring = PipedFile::would_bring(host.as_fd(), offset, count as usize);
-        if bring < SPLICE_MIN as usize {
+        if PipedFile::would_bring(host.as_fd(), offset, count as usize) < SPLICE_MIN as usize {
             return None;
         }
         let permit = self.conn.pipe_leave(answer)?.take()?;
@@ -473,16 +472,12 @@ impl<F: Filesystem> Handler<'_, F> {
             // it starts, and the next starts on one.
             Answer::Piece => PipedFile::to_page_boundary(offset, count as usize),
         };
-        // Pages in the cache are spliced here; a read that may wait on a
-        // disk waits on the blocking pool instead.
-        let cached = PipedFile::is_cached(host.as_fd(), offset, bring.min(count));
-        let fill = move || {
+        tokio::task::spawn_blocking(move || {
             PipedFile::from_file(host.as_fd(), offset, count).map(|piped| piped.holding(permit))
-        };
-        if cached {
-            return fill().ok();
-        }
-        tokio::task::spawn_blocking(fill).await.ok()?.ok()
+        })
+        .await
+        .ok()?
+        .ok()
     }
 
     async fn write(&self, m: Twrite, r: &Resolved<F::File>) -> Result<Msg> {

@@ -182,31 +182,6 @@ impl PipedFile {
         size.saturating_sub(offset).min(count as u64) as usize
     }
 
-    /// Whether the page cache holds the first and the last byte of `count`
-    /// bytes from `offset` of `file`, asked without waiting (RWF_NOWAIT).
-    /// Read-ahead fills a sequential reader's range in order, so the pages
-    /// between are then held too, and a splice of them will not wait on a
-    /// disk. False where the kernel cannot say (a file system without
-    /// RWF_NOWAIT) and past the offsets preadv2 takes (-1 means the file's
-    /// own position).
-    pub fn is_cached(file: BorrowedFd<'_>, offset: u64, count: usize) -> bool {
-        let Some(last) = offset.checked_add(count.max(1) as u64 - 1) else {
-            return false;
-        };
-        if i64::try_from(last).is_err() {
-            return false;
-        }
-        let cached = |at: u64| {
-            let mut byte = [0u8];
-            let into = &mut [std::io::IoSliceMut::new(&mut byte)];
-            matches!(
-                rustix::io::preadv2(file, into, at, rustix::io::ReadWriteFlags::NOWAIT),
-                Ok(1)
-            )
-        };
-        cached(offset) && cached(last)
-    }
-
     /// The most of `count` bytes from `offset` that end on a page boundary
     /// (all of them if less than a page would be left).
     pub fn to_page_boundary(offset: u64, count: usize) -> usize {
