@@ -69,9 +69,7 @@ impl FrameCodec {
     pub fn set_dialect(&mut self, dialect: Dialect) {
         self.dialect = dialect;
     }
-}
 
-impl FrameCodec {
     /// The size of the frame `buf` starts with, once its size field has
     /// come: an error if no frame can be that size.
     pub(crate) fn frame_size(&self, buf: &[u8]) -> Result<Option<usize>, FrameError> {
@@ -115,10 +113,7 @@ impl Decoder for FrameCodec {
             None => {
                 let partial = src.len();
                 src.advance(partial);
-                Err(FrameError::Io(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("stream ended inside a frame ({partial} bytes of it)"),
-                )))
+                Err(ended_inside(partial))
             }
         }
     }
@@ -150,6 +145,14 @@ impl Encoder<Fcall> for FrameCodec {
     fn encode(&mut self, fcall: Fcall, dst: &mut BytesMut) -> Result<(), FrameError> {
         self.encode(&fcall, dst)
     }
+}
+
+/// A stream that ended `partial` bytes into a frame.
+pub(crate) fn ended_inside(partial: usize) -> FrameError {
+    FrameError::Io(io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("stream ended inside a frame ({partial} bytes of it)"),
+    ))
 }
 
 impl From<io::Error> for FrameError {

@@ -1,5 +1,6 @@
 //! Carrying 9P over byte streams, for tokio: Plan 9 dial strings, listening
-//! and dialing (over TLS too), the framing codec that cuts a stream into whole messages,
+//! and dialing (over TLS too), the reader that cuts a stream into whole
+//! messages (with the codec that holds their size rules and encodes them),
 //! and the writer that sends frames, at once or from a bounded queue.
 //! It sits between the wire layer (which never does I/O) and the server and
 //! client (which own connections).

@@ -10,7 +10,6 @@
 //! faults (tens of thousands per GiB) and a third of its rate.
 
 use std::future::poll_fn;
-use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -20,7 +19,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::codec::Decoder;
 use tokio_util::io::poll_read_buf;
 
-use crate::framing::{FrameCodec, FrameError};
+use crate::framing::{FrameCodec, FrameError, ended_inside};
 
 /// Frames at least this long get a buffer of their own from the pool.
 const LARGE_FRAME: usize = 64 * 1024;
@@ -28,6 +27,10 @@ const LARGE_FRAME: usize = 64 * 1024;
 /// What the reader asks of the stream at a time while no large frame is
 /// being read: small frames, and the heads of large ones.
 const READ_CHUNK: usize = 16 * 1024;
+
+/// Spare room below which the reader's buffer grows before a read: enough
+/// for the head of any frame.
+const HEAD_ROOM: usize = 512;
 
 /// The most memory the pool keeps for reuse, over all connections of the
 /// process; buffers returned beyond it are freed.
@@ -111,17 +114,6 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 }
 
-/// Spare room below which the reader's buffer grows before a read: enough
-/// for the head of any frame.
-const HEAD_ROOM: usize = 512;
-
-fn ended_inside(partial: usize) -> FrameError {
-    FrameError::Io(io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        format!("stream ended inside a frame ({partial} bytes of it)"),
-    ))
-}
-
 /// Buffers kept for reuse, and the bytes they hold.
 static POOL: Mutex<(Vec<Vec<u8>>, usize)> = Mutex::new((Vec::new(), 0));
 
@@ -165,13 +157,27 @@ impl AsRef<[u8]> for Pooled {
 impl Drop for Pooled {
     fn drop(&mut self) {
         let buffer = std::mem::take(&mut self.bytes);
+        // Buffers the pool lets go are freed after its lock is.
+        let mut evicted = Vec::new();
         let mut pool = POOL.lock();
         let (buffers, bytes) = &mut *pool;
-        // One the pool cannot keep is freed after the lock is let go.
-        if *bytes + buffer.len() <= POOL_KEEPS {
-            *bytes += buffer.len();
-            buffers.push(buffer);
+        // A full pool gives up smaller buffers for a larger one, so that a
+        // burst of smaller frames does not keep the larger ones out.
+        while *bytes + buffer.len() > POOL_KEEPS {
+            let smallest = (buffers.iter().enumerate())
+                .min_by_key(|(_, b)| b.len())
+                .map(|(i, _)| i);
+            match smallest {
+                Some(i) if buffers[i].len() < buffer.len() => {
+                    let small = buffers.swap_remove(i);
+                    *bytes -= small.len();
+                    evicted.push(small);
+                }
+                _ => return,
+            }
         }
+        *bytes += buffer.len();
+        buffers.push(buffer);
     }
 }
 
@@ -241,9 +247,15 @@ mod tests {
         assert!(!pooled(at));
         assert_eq!(second, frame(200_000, 2));
 
-        // What the pool keeps is bounded, however many frames go back.
-        let held: Vec<Pooled> = (0..64).map(|_| Pooled::take(1 << 20)).collect();
-        drop(held);
+        // What the pool keeps is bounded, however many frames go back; and
+        // a pool full of smaller buffers gives them up for a larger one.
+        let small: Vec<Pooled> = (0..600).map(|_| Pooled::take(LARGE_FRAME)).collect();
+        drop(small);
+        assert!(POOL.lock().1 <= POOL_KEEPS);
+        let large = Pooled::take(1 << 20);
+        let at = large.bytes.as_ptr();
+        drop(large);
+        assert!(pooled(at), "a full pool refused a larger buffer");
         assert!(POOL.lock().1 <= POOL_KEEPS);
 
         // A stream that ends inside a large frame is an error.
