@@ -5,9 +5,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use common::{NINEP, noise, until};
+use common::{NINEP, noise, serve_on_port};
 use tokio::process::{Child, Command};
 
 /// A `ninep serve DIR` on a free loopback port; killed when dropped.
@@ -28,25 +27,9 @@ async fn serve(name: &str, extra: &[&str]) -> Served {
     let dir = std::env::temp_dir().join(format!("ninep-cp-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("tcp!127.0.0.1!{port}");
-    let child = Command::new(NINEP)
-        .arg("serve")
-        .arg(&dir)
-        .args(["--listen", &addr])
-        .args(extra)
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start ninep serve");
-    until("the server to listen", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    })
-    .await;
+    // Port 0, with the address the server reports: a port probed free and
+    // then handed over can be taken by a server of a test running beside.
+    let (child, addr) = serve_on_port("tcp", &[&[dir.to_str().unwrap()], extra].concat()).await;
     Served { child, dir, addr }
 }
 
