@@ -465,12 +465,15 @@ impl<F: Filesystem> Handler<'_, F> {
         if PipedFile::would_bring(host.as_fd(), offset, count as usize) < SPLICE_MIN as usize {
             return None;
         }
-        let permit = self.conn.pipe_leave(answer)?.take()?;
-        let count = match answer {
-            Answer::Read => count as usize,
+        let leave = self.conn.pipe_leave(answer)?;
+        let (permit, count) = match answer {
+            Answer::Read => (leave.take()?, count as usize),
             // To a page boundary, a piece fits a pipe of its size wherever
             // it starts, and the next starts on one.
-            Answer::Piece => PipedFile::to_page_boundary(offset, count as usize),
+            Answer::Piece => (
+                leave.take_in_turn().await?,
+                PipedFile::to_page_boundary(offset, count as usize),
+            ),
         };
         tokio::task::spawn_blocking(move || {
             PipedFile::from_file(host.as_fd(), offset, count).map(|piped| piped.holding(permit))

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use ninep_transport::PipedFile;
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Name, Qid, Rgetlock, Rstatfs, Tgetlock, Tlock};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{Error, Result};
 
@@ -544,11 +544,36 @@ impl PipeLeave {
 
     /// One pipe's share, if there is one: to be kept with the pipe
     /// ([`PipedFile::holding`]) until its bytes are sent.
-    pub fn take(&self) -> Option<impl Send + Sync + 'static> {
+    pub fn take(&self) -> Option<PipeShare> {
         let ours = self.session.clone().try_acquire_owned().ok()?;
         let server = self.server.clone().try_acquire_owned().ok()?;
-        Some((ours, server))
+        Some(PipeShare {
+            _session: ours,
+            _server: server,
+        })
     }
+
+    /// The same for a read that may wait its turn (a stream's next piece):
+    /// waits for the session's share, held by its own replies until its
+    /// peer takes them, so a stream that outruns its socket waits instead
+    /// of copying. The server's share is still taken only if free: another
+    /// peer's slow reading must not stop this one.
+    pub(crate) async fn take_in_turn(&self) -> Option<PipeShare> {
+        let ours = self.session.clone().acquire_owned().await.ok()?;
+        let server = self.server.clone().try_acquire_owned().ok()?;
+        Some(PipeShare {
+            _session: ours,
+            _server: server,
+        })
+    }
+}
+
+/// One pipe's share of the session's and the server's: given back when
+/// dropped.
+#[derive(Debug)]
+pub struct PipeShare {
+    _session: OwnedSemaphorePermit,
+    _server: OwnedSemaphorePermit,
 }
 
 /// Whether a Txattrcreate of `value` with `flags` removes the attribute:

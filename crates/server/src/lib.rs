@@ -45,7 +45,9 @@ pub mod tree;
 
 pub use auth::Policy;
 pub use error::{Error, Result};
-pub use fs::{Attr, Cx, DirEntry, Filesystem, Opened, PipeLeave, SetAttr, SetTime, Time, User};
+pub use fs::{
+    Attr, Cx, DirEntry, Filesystem, Opened, PipeLeave, PipeShare, SetAttr, SetTime, Time, User,
+};
 pub use ninep_transport::Peer;
 pub use server::{Limits, Server, Spawned, StreamLimits};
 pub use session::MIN_MSIZE;

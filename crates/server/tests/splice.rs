@@ -3,7 +3,8 @@
 //! would give them, in order with every other reply, to a client that
 //! reads slowly too; and where splicing cannot be done (a stream that is
 //! no socket, a small read, a file that cannot be spliced, more reads at
-//! once than the limit on pipes) the file server's own read answers.
+//! once than the limit on pipes) the file server's own read answers; a
+//! read stream waits for its session's pipes instead.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -273,20 +274,52 @@ async fn a_read_stream_sends_its_pieces_from_the_host_file() {
         credit: 4 << 20,
     };
     peer.send(1, stream).await;
+    let got = stream_to_end(&mut peer).await;
+    assert!(got[..] == want[1000..], "{} bytes streamed", got.len());
+    // Off a page boundary, the first piece stops short at one, so that it
+    // and the rest fit their pipes: none copied but those that bring too
+    // little to be worth a pipe (the last, and the end's empty one).
+    assert_eq!(reads.load(Ordering::SeqCst), 2, "pieces copied");
+}
+
+/// The bytes of the read stream of tag 1, to its end.
+async fn stream_to_end(peer: &mut Peer) -> Vec<u8> {
     let mut got = Vec::new();
     loop {
         let reply = peer.next().await;
         assert_eq!(reply.tag, 1);
         match reply.msg {
-            Msg::Rsread(r) if r.data.is_empty() => break,
+            Msg::Rsread(r) if r.data.is_empty() => return got,
             Msg::Rsread(r) => got.extend_from_slice(&r.data),
             other => panic!("{other:?}"),
         }
     }
-    assert!(got[..] == want[1000..], "{} bytes streamed", got.len());
-    // Off a page boundary, the first piece stops short at one, so that it
-    // and the rest fit their pipes: none copied but those that bring too
-    // little to be worth a pipe (the last, and the end's empty one).
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_stream_that_outruns_its_socket_waits_for_a_pipe() {
+    let _alone = ALONE.lock().await;
+    let want = contents();
+    // One pipe for the session: the next piece is ready while the last
+    // still waits in its pipe for room in the socket.
+    let limits = Limits {
+        spliced_reads: 4,
+        ..Limits::default()
+    };
+    let (server, reads) = host_backed_within(Some(&want), "outrun", limits);
+    let mut peer = Peer::with_streams(tcp(&server).await).await;
+    let stream = Tsread {
+        fid: Fid(1),
+        offset: 0,
+        count: u64::MAX,
+        credit: 64 << 20,
+    };
+    peer.send(1, stream).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = stream_to_end(&mut peer).await;
+    assert!(got[..] == want[..], "{} bytes streamed", got.len());
+    // The pieces waited for the pipe rather than being copied: only the
+    // last, too small for a pipe, and the end's empty one were read.
     assert_eq!(reads.load(Ordering::SeqCst), 2, "pieces copied");
 }
 
