@@ -12,7 +12,7 @@ use ninep_server::{Cx, DirEntry, Error, Opened, Result};
 use ninep_wire::consts::dotl;
 use ninep_wire::{Name, QidType};
 use rustix::fs::{AtFlags, Dir, FileType, OFlags};
-use rustix::io::ReadWriteFlags;
+use rustix::io::{Errno, ReadWriteFlags};
 
 use crate::open_flags::oflags;
 use crate::{Export, ExportFile, Inner, errno};
@@ -105,8 +105,8 @@ fn is_stream(ty: FileType) -> bool {
 /// Reads up to `count` bytes at `offset` into `buf` as far as the kernel
 /// goes without waiting, and says whether that finished the read (`count`
 /// bytes, or the end of the file). Any refusal (EAGAIN: not cached;
-/// EOPNOTSUPP: a file system without RWF_NOWAIT) or error leaves the rest
-/// to a blocking call. Reads that would not fit READ_HERE_MAX are left
+/// EOPNOTSUPP, from a file system without RWF_NOWAIT, where the pages are
+/// not all in memory) or error leaves the rest to a blocking call. Reads that would not fit READ_HERE_MAX are left
 /// whole.
 fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usize) -> bool {
     // preadv2 takes an offset of -1 (u64::MAX) for the file's own position:
@@ -137,8 +137,17 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
         if done == len {
             break len == count;
         }
+        let at = offset + done as u64;
         let rest = &mut [IoSliceMut::new(&mut buf[done..])];
-        match rustix::io::preadv2(fd, rest, offset + done as u64, ReadWriteFlags::NOWAIT) {
+        let read = match rustix::io::preadv2(fd, rest, at, ReadWriteFlags::NOWAIT) {
+            // A file system that cannot say (tmpfs) is asked which pages
+            // it holds in memory.
+            Err(Errno::OPNOTSUPP) if ninep_transport::in_memory(fd.as_fd(), at, len - done) => {
+                rustix::io::pread(fd, &mut buf[done..], at)
+            }
+            read => read,
+        };
+        match read {
             Ok(0) => break true,
             Ok(n) => done += n,
             Err(_) => break false,

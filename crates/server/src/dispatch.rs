@@ -475,12 +475,16 @@ impl<F: Filesystem> Handler<'_, F> {
                 PipedFile::to_page_boundary(offset, count as usize),
             ),
         };
-        tokio::task::spawn_blocking(move || {
+        // Pages all in memory are moved into the pipe here; filling it may
+        // otherwise wait on the disk, which belongs on the blocking pool.
+        let here = ninep_transport::in_memory(host.as_fd(), offset, count);
+        let fill = move || {
             PipedFile::from_file(host.as_fd(), offset, count).map(|piped| piped.holding(permit))
-        })
-        .await
-        .ok()?
-        .ok()
+        };
+        if here {
+            return fill().ok();
+        }
+        tokio::task::spawn_blocking(fill).await.ok()?.ok()
     }
 
     async fn write(&self, m: Twrite, r: &Resolved<F::File>) -> Result<Msg> {

@@ -154,7 +154,7 @@ const RECEIVE_ROOM: usize = 2 << 20;
 fn tune(s: &TcpStream) -> io::Result<()> {
     use rustix::net::sockopt;
     s.set_nodelay(true)?;
-    crate::sockopt::make_receive_room(s, RECEIVE_ROOM)?;
+    crate::sys::make_receive_room(s, RECEIVE_ROOM)?;
     sockopt::set_socket_keepalive(s, true)?;
     // Probes start after a third of it idle; TCP_USER_TIMEOUT then ends
     // the connection once a probe or data has gone unacknowledged for all

@@ -11,14 +11,14 @@ mod dial;
 mod exec;
 mod framing;
 mod reader;
-mod sockopt;
 mod splice;
+mod sys;
 mod tls;
 mod writer;
 
 pub use dial::{Addr, Conn, DEFAULT_PORT, Dialer, Established, Incoming, Listener, Peer, Stream};
 pub use framing::{FrameCodec, FrameError};
 pub use reader::FrameReader;
-pub use splice::{PipedFile, SpliceTarget};
+pub use splice::{PipedFile, SpliceTarget, in_memory};
 pub use tls::{HANDSHAKE_TIMEOUT, TlsClient, TlsServer};
 pub use writer::{Frame, Payload, Room, Writer};

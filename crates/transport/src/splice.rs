@@ -104,6 +104,29 @@ fn splice_in(
     Ok(len)
 }
 
+/// Whether a read of `count` bytes of `file` from `offset` finds every page
+/// in memory (the page cache; for tmpfs, pages not swapped out), so that it
+/// waits on no device: such a read may be made where waiting is not allowed.
+/// The range is cut at the file's size now. False where the kernel cannot
+/// tell (no cachestat before Linux 6.5, a file with no page cache). A page
+/// whose reading from the device is already under way counts as in memory:
+/// the read then waits for that I/O, never starts one.
+pub fn in_memory(file: BorrowedFd<'_>, offset: u64, count: usize) -> bool {
+    let Ok(st) = rustix::fs::fstat(file) else {
+        return false;
+    };
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    let end = offset.saturating_add(count as u64).min(size);
+    if end <= offset {
+        // At or past the end: the read finds nothing to wait for.
+        return true;
+    }
+    let page = rustix::param::page_size() as u64;
+    let (first, last) = (offset / page, end.div_ceil(page));
+    let pages = last - first;
+    crate::sys::pages_cached(file, first * page, pages * page).is_ok_and(|cached| cached >= pages)
+}
+
 /// Bytes of a file (or that came on a socket) held in a pipe, waiting to
 /// go into a socket.
 pub struct PipedFile {
@@ -243,5 +266,53 @@ impl PipedFile {
         }
         data.truncate(got);
         Ok(data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::fs::{Mode, OFlags};
+
+    const LEN: usize = 16 << 20;
+
+    #[test]
+    fn pages_read_are_in_memory_and_pages_never_read_are_not() {
+        let path = std::env::temp_dir().join(format!("ninep-in-memory-{}", std::process::id()));
+        // Written past the page cache (O_DIRECT), where the file system
+        // allows it: then no page of the file is in memory yet.
+        let direct = rustix::fs::open(
+            &path,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::DIRECT,
+            Mode::from_raw_mode(0o600),
+        );
+        let data = vec![7u8; LEN + 4096];
+        let at = data.as_ptr().align_offset(4096);
+        let uncached = match direct {
+            Ok(fd) => {
+                assert_eq!(rustix::io::write(&fd, &data[at..at + LEN]).unwrap(), LEN);
+                true
+            }
+            Err(_) => {
+                std::fs::write(&path, &data[..LEN]).unwrap();
+                false
+            }
+        };
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let fd = file.as_fd();
+        assert!(in_memory(fd, LEN as u64, 1 << 20), "at the end");
+        assert!(in_memory(fd, 2 * LEN as u64, 1), "past the end");
+        if uncached {
+            assert!(!in_memory(fd, 0, 1 << 20), "never read");
+        }
+        let mut buf = vec![0; 1 << 20];
+        assert_eq!(rustix::io::pread(fd, &mut buf, 0).unwrap(), 1 << 20);
+        assert!(in_memory(fd, 0, 1 << 20), "just read");
+        assert!(in_memory(fd, 4095, 4097), "off a page boundary");
+        if uncached {
+            assert!(!in_memory(fd, (LEN - 4096) as u64, 4096), "its last page");
+            assert!(!in_memory(fd, 0, LEN), "the whole file");
+        }
     }
 }
