@@ -154,29 +154,36 @@ fn a_mux_and_a_mount_reach_a_tree_over_an_ssh_pipe() {
     let nsfile = sshd.dir.join("ns");
     let line = format!("mount ssh!root@127.0.0.1!{} /n\n", sshd.export());
     std::fs::write(&nsfile, line).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("tcp!127.0.0.1!{port}");
+    // Port 0: the mux says where it listens, on the first line of its
+    // standard error (a port probed free could be taken meanwhile).
     let mut mux = Command::new(NINEP)
-        .args(["mux", nsfile.to_str().unwrap(), "--listen", &listen])
+        .args([
+            "mux",
+            nsfile.to_str().unwrap(),
+            "--listen",
+            "tcp!127.0.0.1!0",
+        ])
         .env("PATH", sshd.path_with_ssh())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut listening = false;
-    for _ in 0..400 {
-        listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
-        if listening || mux.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    let cat = ninep(&["cat", "-a", &listen, "n/motd"], None);
+    let mut stderr = std::io::BufReader::new(mux.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    // The rest of what it says goes to ours.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::stderr()));
+    let listen = first
+        .trim()
+        .rsplit(" on ")
+        .next()
+        .filter(|a| a.starts_with("tcp!"))
+        .map(str::to_owned);
+    let cat = listen
+        .as_deref()
+        .map(|listen| ninep(&["cat", "-a", listen, "n/motd"], None));
     let _ = mux.kill();
     let _ = mux.wait();
-    assert!(listening, "the mux did not listen");
+    let cat = cat.unwrap_or_else(|| panic!("the mux did not listen: {first:?}"));
     assert_eq!(cat.stdout, b"over ssh\n", "{cat:?}");
 
     let addr = format!(
