@@ -105,9 +105,9 @@ fn is_stream(ty: FileType) -> bool {
 /// Reads up to `count` bytes at `offset` into `buf` as far as the kernel
 /// goes without waiting, and says whether that finished the read (`count`
 /// bytes, or the end of the file). Any refusal (EAGAIN: not cached;
-/// EOPNOTSUPP, from a file system without RWF_NOWAIT, where the pages are
-/// not all in memory) or error leaves the rest to a blocking call. Reads that would not fit READ_HERE_MAX are left
-/// whole.
+/// EOPNOTSUPP: a file system without RWF_NOWAIT, unless it is tmpfs with
+/// the pages in memory) or error leaves the rest to a blocking call. Reads
+/// that would not fit READ_HERE_MAX are left whole.
 fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usize) -> bool {
     // preadv2 takes an offset of -1 (u64::MAX) for the file's own position:
     // reads that reach past i64::MAX are left to pread, which has no such
@@ -139,17 +139,24 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
         }
         let at = offset + done as u64;
         let rest = &mut [IoSliceMut::new(&mut buf[done..])];
-        let read = match rustix::io::preadv2(fd, rest, at, ReadWriteFlags::NOWAIT) {
-            // A file system that cannot say (tmpfs) is asked which pages
-            // it holds in memory.
-            Err(Errno::OPNOTSUPP) if ninep_transport::in_memory(fd.as_fd(), at, len - done) => {
-                rustix::io::pread(fd, &mut buf[done..], at)
-            }
-            read => read,
-        };
-        match read {
+        match rustix::io::preadv2(fd, rest, at, ReadWriteFlags::NOWAIT) {
             Ok(0) => break true,
             Ok(n) => done += n,
+            // tmpfs refuses RWF_NOWAIT: what it holds in memory is read
+            // here, up to the file's size, which is then its end.
+            Err(Errno::OPNOTSUPP) => {
+                let want = len - done;
+                let Some(n) = ninep_transport::in_memory(fd.as_fd(), at, want) else {
+                    break false;
+                };
+                match rustix::io::pread(fd, &mut buf[done..done + n], at) {
+                    Ok(got) if got == n => done += n,
+                    _ => break false,
+                }
+                if n < want {
+                    break true;
+                }
+            }
             Err(_) => break false,
         }
     };

@@ -475,16 +475,27 @@ impl<F: Filesystem> Handler<'_, F> {
                 PipedFile::to_page_boundary(offset, count as usize),
             ),
         };
-        // Pages all in memory are moved into the pipe here; filling it may
-        // otherwise wait on the disk, which belongs on the blocking pool.
-        let here = ninep_transport::in_memory(host.as_fd(), offset, count);
-        let fill = move || {
-            PipedFile::from_file(host.as_fd(), offset, count).map(|piped| piped.holding(permit))
+        // A Tread whose pages are all in memory is moved into the pipe here
+        // (as far as the file's size then); filling a pipe may otherwise wait
+        // on the disk, which belongs on the blocking pool. A stream's pieces
+        // always go there: on a cold file each follows the read-ahead of the
+        // one before, still coming in, and their trips to the pool overlap
+        // with the sending anyway.
+        let here = match answer {
+            Answer::Read => ninep_transport::in_memory(host.as_fd(), offset, count),
+            Answer::Piece => None,
         };
-        if here {
-            return fill().ok();
+        if let Some(count) = here {
+            return PipedFile::from_file(host.as_fd(), offset, count)
+                .map(|piped| piped.holding(permit))
+                .ok();
         }
-        tokio::task::spawn_blocking(fill).await.ok()?.ok()
+        tokio::task::spawn_blocking(move || {
+            PipedFile::from_file(host.as_fd(), offset, count).map(|piped| piped.holding(permit))
+        })
+        .await
+        .ok()?
+        .ok()
     }
 
     async fn write(&self, m: Twrite, r: &Resolved<F::File>) -> Result<Msg> {
