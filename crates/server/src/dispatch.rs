@@ -485,17 +485,16 @@ impl<F: Filesystem> Handler<'_, F> {
             Answer::Read => ninep_transport::in_memory(host.as_fd(), offset, count),
             Answer::Piece => None,
         };
-        if let Some(count) = here {
-            return PipedFile::from_file(host.as_fd(), offset, count)
-                .map(|piped| piped.holding(permit))
-                .ok();
-        }
-        tokio::task::spawn_blocking(move || {
+        let fill = move |count| {
             PipedFile::from_file(host.as_fd(), offset, count).map(|piped| piped.holding(permit))
-        })
-        .await
-        .ok()?
-        .ok()
+        };
+        if let Some(count) = here {
+            return fill(count).ok();
+        }
+        tokio::task::spawn_blocking(move || fill(count))
+            .await
+            .ok()?
+            .ok()
     }
 
     async fn write(&self, m: Twrite, r: &Resolved<F::File>) -> Result<Msg> {

@@ -546,11 +546,7 @@ impl PipeLeave {
     /// ([`PipedFile::holding`]) until its bytes are sent.
     pub fn take(&self) -> Option<PipeShare> {
         let ours = self.session.clone().try_acquire_owned().ok()?;
-        let server = self.server.clone().try_acquire_owned().ok()?;
-        Some(PipeShare {
-            _session: ours,
-            _server: server,
-        })
+        self.with_server_share(ours)
     }
 
     /// The same for a read that may wait its turn (a stream's next piece):
@@ -560,6 +556,11 @@ impl PipeLeave {
     /// peer's slow reading must not stop this one.
     pub(crate) async fn take_in_turn(&self) -> Option<PipeShare> {
         let ours = self.session.clone().acquire_owned().await.ok()?;
+        self.with_server_share(ours)
+    }
+
+    /// The session's share `ours` with the server's, if that is free.
+    fn with_server_share(&self, ours: OwnedSemaphorePermit) -> Option<PipeShare> {
         let server = self.server.clone().try_acquire_owned().ok()?;
         Some(PipeShare {
             _session: ours,

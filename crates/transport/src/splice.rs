@@ -134,14 +134,16 @@ pub fn in_memory(file: BorrowedFd<'_>, offset: u64, count: usize) -> Option<usiz
             ReadWriteFlags::NOWAIT,
         ) {
             Ok(_) => true,
-            Err(Errno::OPNOTSUPP) => {
-                // TMPFS_MAGIC
-                rustix::fs::fstatfs(file).is_ok_and(|fs| fs.f_type == 0x0102_1994)
-            }
+            Err(Errno::OPNOTSUPP) => is_tmpfs(file),
             Err(_) => false,
         }
     };
     (cached >= pages && readable(offset) && readable(end - 1)).then_some((end - offset) as usize)
+}
+
+/// Whether `file` lives on tmpfs (statfs's TMPFS_MAGIC).
+fn is_tmpfs(file: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstatfs(file).is_ok_and(|fs| fs.f_type == 0x0102_1994)
 }
 
 /// Bytes of a file (or that came on a socket) held in a pipe, waiting to
@@ -302,10 +304,6 @@ mod tests {
             eprintln!("no cachestat here: skipped");
         }
         works
-    }
-
-    fn is_tmpfs(file: BorrowedFd<'_>) -> bool {
-        rustix::fs::fstatfs(file).is_ok_and(|fs| fs.f_type == 0x0102_1994)
     }
 
     #[test]

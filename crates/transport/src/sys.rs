@@ -47,7 +47,9 @@ fn set_receive_low_water(socket: BorrowedFd<'_>, bytes: libc::c_int) -> io::Resu
     }
 }
 
-/// cachestat(2)'s number, the same on every architecture (Linux 6.5).
+/// cachestat(2)'s number (Linux 6.5) in the syscall table most
+/// architectures share; elsewhere (MIPS) the call fails, and nothing is
+/// taken to be in memory.
 const SYS_CACHESTAT: libc::c_long = 451;
 
 #[repr(C)]
