@@ -21,7 +21,8 @@
 //!
 //! [`bound`] runs the same workload on a host directory through a socket
 //! with no 9P: the limit of any 9P client and server that answer one
-//! request at a time.
+//! request at a time; [`bound::round_trips`] runs its requests with no
+//! file system at all: the limit of the round trips alone.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -165,6 +166,8 @@ pub enum Served {
     },
     /// A host directory through a socket with no 9P ([`bound`]).
     Bound,
+    /// The same socket, with no file system call ([`bound::round_trips`]).
+    RoundTrips,
 }
 
 impl fmt::Display for Served {
@@ -172,6 +175,7 @@ impl fmt::Display for Served {
         match self {
             Served::NineP { dialect, msize } => write!(f, "{dialect} msize {msize}"),
             Served::Bound => f.write_str("through a socket with no 9P (the bound)"),
+            Served::RoundTrips => f.write_str("through a socket with no 9P and no file system"),
         }
     }
 }
@@ -185,6 +189,8 @@ pub struct Report {
     pub served: Served,
     /// Requests sent in the three phases.
     pub requests: u64,
+    /// Requests sent in the transaction phase.
+    pub transaction_requests: u64,
     /// What was done to files.
     pub counts: Counts,
     /// Time of the creation phase.
@@ -210,7 +216,7 @@ impl Report {
     pub fn kv(&self) -> String {
         let c = &self.counts;
         format!(
-            "{} requests={} transactions={} tx_seconds={:.6} tx_per_sec={:.1} \
+            "{} requests={} tx_requests={} transactions={} tx_seconds={:.6} tx_per_sec={:.1} \
              creation_seconds={:.6} deletion_seconds={:.6} total_seconds={:.6} \
              created={} created_alone={} created_mixed={} read={} appended={} \
              deleted={} deleted_alone={} deleted_mixed={} bytes_read={} bytes_written={}",
@@ -219,8 +225,10 @@ impl Report {
                     format!("served=9p dialect={dialect} msize={msize}")
                 }
                 Served::Bound => "served=bound".to_owned(),
+                Served::RoundTrips => "served=round-trips".to_owned(),
             },
             self.requests,
+            self.transaction_requests,
             self.config.transactions,
             self.transaction.as_secs_f64(),
             self.transactions_per_sec(),
@@ -252,6 +260,7 @@ impl fmt::Display for Report {
             match self.served {
                 Served::NineP { .. } => &cfg.target.addr,
                 Served::Bound => "a host directory",
+                Served::RoundTrips => "no file system",
             },
             self.served,
             cfg.dir,
@@ -272,10 +281,11 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "transactions: {:>8}       in {:>8.3} s: {:>9.1} transactions/s",
+            "transactions: {:>8}       in {:>8.3} s: {:>9.1} transactions/s, {:.2} requests each",
             cfg.transactions,
             self.transaction.as_secs_f64(),
-            self.transactions_per_sec()
+            self.transactions_per_sec(),
+            self.transaction_requests as f64 / cfg.transactions as f64
         )?;
         writeln!(
             f,
@@ -340,6 +350,7 @@ pub async fn run(config: &Config) -> Result<Report> {
 /// What one run did and how long each phase took.
 pub(crate) struct Phases {
     requests: u64,
+    transaction_requests: u64,
     counts: Counts,
     creation: Duration,
     transaction: Duration,
@@ -352,6 +363,7 @@ impl Phases {
             config: config.clone(),
             served,
             requests: self.requests,
+            transaction_requests: self.transaction_requests,
             counts: self.counts,
             creation: self.creation,
             transaction: self.transaction,
@@ -381,10 +393,12 @@ pub(crate) async fn drive<S: Store>(config: &Config, store: S) -> Result<Phases>
     let creation = start.elapsed();
 
     let start = Instant::now();
+    let before = work.store.requests();
     for _ in 0..config.transactions {
         work.transaction().await?;
     }
     let transaction = start.elapsed();
+    let transaction_requests = work.store.requests() - before;
 
     let start = Instant::now();
     while let Some(entry) = work.pool.pop() {
@@ -395,6 +409,7 @@ pub(crate) async fn drive<S: Store>(config: &Config, store: S) -> Result<Phases>
 
     Ok(Phases {
         requests: work.store.requests() - requests,
+        transaction_requests,
         counts: work.counts,
         creation,
         transaction,

@@ -212,7 +212,7 @@ async fn io_and_postmark_on_a_host_directory() {
 
 /// The bound makes the same files as the 9P workload, in as many round
 /// trips as 9P takes requests (several pieces for the larger files), and
-/// leaves nothing behind.
+/// leaves nothing behind; the round trips alone are the same requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postmark_bound_runs_the_same_workload_on_the_host() {
     let dir = TempDir::new("bound");
@@ -233,6 +233,18 @@ async fn postmark_bound_runs_the_same_workload_on_the_host() {
     assert_eq!(bound.counts, through_9p.counts);
     assert!(bound.counts.bytes_read > 0 && bound.counts.appended > 0);
     assert_eq!(bound.requests, through_9p.requests);
+    assert_eq!(bound.transaction_requests, through_9p.transaction_requests);
+    let trips = postmark::bound::round_trips(&config).await.unwrap();
+    assert_eq!(trips.served, postmark::Served::RoundTrips);
+    assert_eq!(trips.counts, through_9p.counts);
+    assert_eq!(trips.requests, through_9p.requests);
+    assert_eq!(trips.transaction_requests, through_9p.transaction_requests);
+    assert!(
+        trips.transaction_requests >= 2 * config.transactions,
+        "{} requests in {} transactions",
+        trips.transaction_requests,
+        config.transactions
+    );
     // A walk, open, read and clunk for a read is the least; larger files
     // take more reads and writes.
     let c = &bound.counts;

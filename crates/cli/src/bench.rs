@@ -197,6 +197,11 @@ struct PostmarkArgs {
     /// are cut at its iounit).
     #[arg(long, value_name = "HOST_DIR")]
     bound: Option<PathBuf>,
+    /// As --bound, but the thread makes no file system call and answers
+    /// each request at once (a read with the bytes it asks): the limit of
+    /// the round trips alone, whatever the file system.
+    #[arg(long, conflicts_with = "bound")]
+    round_trips: bool,
     /// Files created before the transactions.
     #[arg(long, default_value_t = postmark::Config::default().files)]
     files: usize,
@@ -392,6 +397,7 @@ async fn postmark(args: PostmarkArgs) -> Result<ExitCode> {
     };
     let report = match &args.bound {
         Some(root) => postmark::bound::run(&config, root).await?,
+        None if args.round_trips => postmark::bound::round_trips(&config).await?,
         None => postmark::run(&config).await?,
     };
     if args.kv {

@@ -12,6 +12,10 @@
 //! with O_CREAT|O_EXCL and a stat for the qid), the writes and the clunk;
 //! for a deletion, a walk and a remove. What a run takes is then the
 //! machine's round trips plus the file system's own work.
+//!
+//! [`round_trips`] sends the same requests to a thread that makes no file
+//! system call at all and answers each with a reply of the same size: what
+//! the round trips alone allow, whatever the file system.
 
 use std::io::{self, Read, Write};
 use std::net::TcpListener;
@@ -25,7 +29,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{Config, Report, Served, Store, drive};
+use super::{Config, Phases, Report, Served, Store, drive};
 
 /// A request's header: op, open flags, offset, count, name length. The
 /// name follows it, then a write's data.
@@ -73,11 +77,7 @@ pub async fn run(config: &Config, root: &Path) -> Result<Report> {
         "--dir {}: want a directory below the host directory",
         config.dir
     );
-    ensure!(
-        config.target.msize > IOHDRSZ,
-        "msize {} leaves no room for data",
-        config.target.msize
-    );
+    let piece = piece(config)?;
     let dir = root.join(&config.dir);
     let made_dir = match std::fs::create_dir(&dir) {
         Ok(()) => true,
@@ -91,6 +91,44 @@ pub async fn run(config: &Config, root: &Path) -> Result<Report> {
     )
     .with_context(|| format!("open {}", dir.display()))?;
 
+    let phases = through_socket(config, piece, move |listener| {
+        serve(listener, Some(&dir_fd))
+    })
+    .await?;
+    if made_dir {
+        std::fs::remove_dir(&dir).with_context(|| format!("remove {}", dir.display()))?;
+    }
+    Ok(phases.report(config, Served::Bound))
+}
+
+/// Runs the workload's requests against a thread that answers each at
+/// once, with no file system call: a read gets as many bytes as it asks.
+pub async fn round_trips(config: &Config) -> Result<Report> {
+    config.check()?;
+    let piece = piece(config)?;
+    let phases = through_socket(config, piece, |listener| serve(listener, None)).await?;
+    Ok(phases.report(config, Served::RoundTrips))
+}
+
+/// The most data one read or write moves: the 9P client's iounit at the
+/// target's msize.
+fn piece(config: &Config) -> Result<u32> {
+    ensure!(
+        config.target.msize > IOHDRSZ,
+        "msize {} leaves no room for data",
+        config.target.msize
+    );
+    Ok(config.target.msize - IOHDRSZ)
+}
+
+/// Drives the workload through a loopback socket to `server`, run on a
+/// thread of its own with the listener; reads and writes move at most
+/// `piece` bytes each.
+async fn through_socket(
+    config: &Config,
+    piece: u32,
+    server: impl FnOnce(&TcpListener) -> io::Result<()> + Send + 'static,
+) -> Result<Phases> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     // The connection is made (in the listener's backlog) before the
     // server's thread exists, so no thread is left accepting if it fails.
@@ -98,10 +136,10 @@ pub async fn run(config: &Config, root: &Path) -> Result<Report> {
     stream.set_nodelay(true)?;
     let server = std::thread::Builder::new()
         .name("postmark-bound".into())
-        .spawn(move || serve(&listener, &dir_fd))?;
+        .spawn(move || server(&listener))?;
     let socket = Socket {
         stream,
-        piece: config.target.msize - IOHDRSZ,
+        piece,
         requests: 0,
         reply: Vec::new(),
     };
@@ -111,11 +149,7 @@ pub async fn run(config: &Config, root: &Path) -> Result<Report> {
         .await?
         .map_err(|_| anyhow!("the bound's server panicked"))?;
     server_result.context("the bound's server")?;
-    let phases = phases?;
-    if made_dir {
-        std::fs::remove_dir(&dir).with_context(|| format!("remove {}", dir.display()))?;
-    }
-    Ok(phases.report(config, Served::Bound))
+    phases
 }
 
 /// The client's side: each request written whole, its reply read whole.
@@ -212,9 +246,10 @@ impl Store for Socket {
             .await?;
         let mut got = 0;
         while got < size {
-            let n = self
-                .call(Op::Read, name, At::data(got, self.piece), &[])
-                .await?;
+            // The rest of the file, as one 9P read of iounit bytes gets it:
+            // a server that makes no call knows no size to stop at.
+            let count = (size - got).min(u64::from(self.piece)) as u32;
+            let n = self.call(Op::Read, name, At::data(got, count), &[]).await?;
             if n == 0 {
                 break;
             }
@@ -252,8 +287,9 @@ struct Request {
 }
 
 /// The server's side, on a thread of its own: one connection, one request
-/// at a time, until the client hangs up.
-fn serve(listener: &TcpListener, dir: &OwnedFd) -> io::Result<()> {
+/// at a time, until the client hangs up. With no directory, no request
+/// makes a call: each is answered at once, a read with the bytes it asks.
+fn serve(listener: &TcpListener, dir: Option<&OwnedFd>) -> io::Result<()> {
     let (mut stream, _) = listener.accept()?;
     stream.set_nodelay(true)?;
     let mut open: Option<OwnedFd> = None;
@@ -292,8 +328,15 @@ fn serve(listener: &TcpListener, dir: &OwnedFd) -> io::Result<()> {
         };
         reply.clear();
         reply.extend_from_slice(&[0; 8]);
-        let result = answer(&request, dir, &data, &mut open, &mut reply)
-            .map_or_else(|e| -i64::from(e.raw_os_error()), |n| n as i64);
+        let answered = match dir {
+            Some(dir) => answer(&request, dir, &data, &mut open, &mut reply),
+            None if op == Op::Read => {
+                reply.resize(reply.len() + at.count as usize, 0);
+                Ok(at.count as usize)
+            }
+            None => Ok(if op == Op::Write { data.len() } else { 0 }),
+        };
+        let result = answered.map_or_else(|e| -i64::from(e.raw_os_error()), |n| n as i64);
         reply[..8].copy_from_slice(&result.to_le_bytes());
         stream.write_all(&reply)?;
     }
