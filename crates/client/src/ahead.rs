@@ -55,6 +55,10 @@ pub struct ReadAhead {
 struct State {
     /// Where the last read ended.
     last_end: Option<u64>,
+    /// Where the last read asked for ends: the kernel's read-ahead sends
+    /// several reads at once, each starting where the one before it ends,
+    /// before any is answered.
+    asked_end: Option<u64>,
     /// Whether the file may be read ahead, once known.
     eligible: Option<bool>,
     running: Option<Running>,
@@ -154,7 +158,9 @@ impl ReadAhead {
         if let Some(data) = state.skipped.take(offset, count) {
             return Ok(data);
         }
-        let in_order = state.last_end == Some(offset) && offset > 0;
+        let in_order =
+            offset > 0 && (state.last_end == Some(offset) || state.asked_end == Some(offset));
+        state.asked_end = Some(offset + u64::from(count));
         let behind = match &state.running {
             Some(running) if offset > running.next.saturating_add(SKIPPED_MAX) => {
                 // Far ahead: the reader has moved on.
@@ -238,6 +244,7 @@ impl ReadAhead {
         let mut state = self.state.lock().await;
         state.stop();
         state.last_end = None;
+        state.asked_end = None;
     }
 
     /// Stops reading ahead, for a file about to be clunked. The transfer's

@@ -547,3 +547,50 @@ async fn a_stream_of_one_byte_pieces_is_held_as_a_few_pieces() {
         pieces.len()
     );
 }
+
+/// The kernel's read-ahead sends several reads at once, each starting
+/// where the one before it ends, and they may be answered in any order: a
+/// read that starts where the last one asked for ends is in order too, and
+/// starts reading ahead, whichever of those before it was answered last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_where_the_last_one_asked_ended_reads_ahead() {
+    let fsys = serve(Flaky::new(), Dialect::L).await;
+    let piece = 8192u32;
+    let data = pattern(64 * piece as usize);
+    write_file(&fsys, "f", &data).await;
+    let file = std::sync::Arc::new(fsys.open("f", O_RDONLY).await.unwrap());
+    let ahead = ninep_client::ReadAhead::new(1 << 20);
+    let at = |i: u32| u64::from(i * piece);
+    let expect = |i: u32| &data[at(i) as usize..at(i + 1) as usize];
+    let before = fsys.client().requests();
+    // Two reads at a time, asked for in order; while they are plain reads
+    // (one request each, the state not held), answered in reverse.
+    for i in (0..64).step_by(2) {
+        let mut first = std::pin::pin!(ahead.read(&file, at(i), piece, false));
+        let asked_before = fsys.client().requests();
+        let answered = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match first.as_mut().poll(cx) {
+                std::task::Poll::Ready(got) => Some(got),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await;
+        let plain = answered.is_none() && fsys.client().requests() - asked_before == 1;
+        let (first, second) = if plain {
+            let second = ahead.read(&file, at(i + 1), piece, false).await;
+            (first.await, second)
+        } else {
+            let first = match answered {
+                Some(got) => got,
+                None => first.await,
+            };
+            (first, ahead.read(&file, at(i + 1), piece, false).await)
+        };
+        assert_eq!(first.unwrap(), expect(i), "piece {i}");
+        assert_eq!(second.unwrap(), expect(i + 1), "piece {}", i + 1);
+    }
+    // Two plain reads, then the stat that finds the file may be read ahead,
+    // the read beside it and the stream: not a read for each piece.
+    let requests = fsys.client().requests() - before;
+    assert!(requests < 16, "{requests} requests for 64 reads");
+}
