@@ -97,7 +97,7 @@ impl Conn {
             uid: known(info.n_uid, self.owner.0),
             gid: known(info.n_gid, self.owner.1),
             rdev: kernel_rdev(info.rdev),
-            blksize: info.blksize as u32,
+            blksize: self.io_block,
             flags: 0,
         }
     }

@@ -180,6 +180,7 @@ pub fn mount(
     }
     let runtime = tokio::runtime::Handle::current();
     let conn = Conn {
+        io_block: io_block(client.msize()),
         client,
         dialect,
         owner: (
@@ -241,6 +242,22 @@ struct Conn {
     owner: (u32, u32),
     /// The client id in this mount's lock requests.
     lock_client: String,
+    /// The block size files show (st_blksize), which programs take as the
+    /// size to read and write in.
+    io_block: u32,
+}
+
+/// The block size files show on a connection of `msize`: the largest power
+/// of two one request carries, within what one kernel request carries, as
+/// v9fs shows. A program that reads in st_blksize pieces (cp, cat) then
+/// makes one kernel request per 9P request's worth rather than one per
+/// server's disk block, and the server's own figure, which a hostile
+/// server may make absurd, is never shown.
+fn io_block(msize: u32) -> u32 {
+    let most = msize
+        .saturating_sub(ninep_wire::IOHDRSZ)
+        .clamp(4096, fs::MAX_IO);
+    1 << most.ilog2()
 }
 
 /// What every request shares.
@@ -434,5 +451,21 @@ impl Inner {
                 behind.settle().await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_block_shown_is_a_power_of_two_one_request_carries() {
+        let iohdrsz = ninep_wire::IOHDRSZ;
+        assert_eq!(io_block(fs::MAX_IO + iohdrsz), fs::MAX_IO);
+        assert_eq!(io_block(u32::MAX), fs::MAX_IO);
+        assert_eq!(io_block(8192 + iohdrsz), 8192);
+        assert_eq!(io_block(65536 + iohdrsz - 1), 32768);
+        // Below a page, a page: the kernel reads no less.
+        assert_eq!(io_block(0), 4096);
     }
 }

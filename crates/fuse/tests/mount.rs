@@ -19,7 +19,7 @@ use ninep_server::{Attr, Cx, Filesystem, User};
 use ninep_testkit::{read_frame, tag};
 use ninep_transport::Addr;
 use ninep_wire::consts::unix::{S_IFDIR, S_IFREG};
-use ninep_wire::{Dialect, Msg, Name, Qid, QidType};
+use ninep_wire::{Dialect, Msg, Name, Protocol, Qid, QidType};
 use tokio::io::AsyncWriteExt;
 
 /// Requests sent, by name.
@@ -68,13 +68,29 @@ async fn other_client(scene: &Scene) -> ninep_client::Fsys {
     client.attach_as("root", 0, "").await.unwrap()
 }
 
+/// Makes `name` holding `data` through another client, so that no page of
+/// it is cached by the mount.
+async fn made_elsewhere(scene: &Scene, name: &str, data: &[u8]) {
+    let file = other_client(scene)
+        .await
+        .create(name, 0o644, ninep_wire::consts::dotl::O_WRONLY)
+        .await
+        .unwrap();
+    if !data.is_empty() {
+        file.write_all_at(0, bytes::Bytes::copy_from_slice(data))
+            .await
+            .unwrap();
+    }
+    file.close().await.unwrap();
+}
+
 /// How many more of request `name` `after` shows than `before`.
 fn more(before: &HashMap<&str, usize>, after: &HashMap<&str, usize>, name: &str) -> usize {
     after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0)
 }
 
 /// Forwards each connection to `front` on to `back`, counting the requests
-/// (by their names in `dialect`) in `sent` and the round trips in `round`,
+/// (by their names in `dialect` and its extensions) in `sent` and the round trips in `round`,
 /// each reply held `hold` before it goes on.
 async fn counting_proxy(
     front: &Addr,
@@ -97,7 +113,12 @@ async fn counting_proxy(
             let log = log.clone();
             tokio::spawn(async move {
                 while let Some(frame) = read_frame(&mut from_client).await {
-                    let name = Msg::type_name(frame[4], dialect).unwrap_or("?");
+                    let protocol = Protocol {
+                        dialect,
+                        streams: true,
+                        resume: true,
+                    };
+                    let name = Msg::type_name(frame[4], protocol).unwrap_or("?");
                     *sent.lock().unwrap().entry(name).or_default() += 1;
                     let round = delivered.load(Ordering::SeqCst) + 1;
                     asked.lock().unwrap().insert(tag(&frame), round);
@@ -710,13 +731,7 @@ async fn a_file_read_in_order_is_read_ahead() {
     ] {
         let (scene, mnt, session) = mounted(name, cache, Dialect::L).await;
         // Written by another client, so that no page of it is cached.
-        let other = other_client(&scene).await;
-        let file = other
-            .create("big", 0o644, ninep_wire::consts::dotl::O_WRONLY)
-            .await
-            .unwrap();
-        file.write_all_at(0, data.clone().into()).await.unwrap();
-        file.close().await.unwrap();
+        made_elsewhere(&scene, "big", &data).await;
         let path = mnt.join("big");
         let before = scene.sent();
         let read = tokio::task::spawn_blocking(move || {
@@ -739,6 +754,55 @@ async fn a_file_read_in_order_is_read_ahead() {
         assert!(reads <= 16, "{name}: {reads} read requests");
         drop(session);
     }
+}
+
+/// The kernel's read-ahead sends several reads at once, each starting
+/// where the one before it ends, before any is answered: those are reads
+/// in order too, and a file read through the page cache over a long round
+/// trip streams after its first few reads, not after a round trip of plain
+/// reads for every few MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_the_kernel_sends_together_are_read_ahead() {
+    let hold = Duration::from_millis(20);
+    let (scene, mnt, session) = mounted_far(
+        "ahead-together",
+        &support::options(Cache::Loose),
+        Dialect::L,
+        RamFs::new(),
+        hold,
+    )
+    .await;
+    let data: Vec<u8> = (0..32 << 20).map(|i: u32| (i % 253) as u8).collect();
+    made_elsewhere(&scene, "big", &data).await;
+    let before = scene.sent();
+    let path = mnt.join("big");
+    let read = tokio::task::spawn_blocking(move || std::fs::read(path).unwrap())
+        .await
+        .unwrap();
+    assert!(read == data, "what was read differs");
+    let after = scene.sent();
+    let plain = more(&before, &after, "Tread");
+    assert_eq!(more(&before, &after, "Tsread"), 1);
+    assert!(plain <= 4, "{plain} plain reads before the file streamed");
+    drop(session);
+}
+
+/// Files show as their block size what one request carries (a MiB at the
+/// default msize), not the server's disk block: programs that read and
+/// write in st_blksize pieces (cp, cat) then make one kernel request per
+/// MiB rather than per 4 KiB or 128 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_show_what_one_request_carries_as_their_block_size() {
+    let (_scene, mnt, session) = mounted("blksize", Cache::None, Dialect::L).await;
+    let path = mnt.join("f");
+    let blksize = tokio::task::spawn_blocking(move || {
+        std::fs::write(&path, "x").unwrap();
+        std::fs::metadata(&path).unwrap().blksize()
+    })
+    .await
+    .unwrap();
+    assert_eq!(blksize, 1 << 20);
+    drop(session);
 }
 
 /// Under strict caching small writes in order are gathered and sent behind
@@ -860,13 +924,7 @@ async fn the_kernel_reads_ahead_a_mib() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_looked_up_opens_on_its_walked_fid() {
     let (scene, mnt, session) = mounted("open-walked", Cache::Strict, Dialect::L).await;
-    let other = other_client(&scene).await;
-    let file = other
-        .create("known", 0o644, ninep_wire::consts::dotl::O_WRONLY)
-        .await
-        .unwrap();
-    file.write_all_at(0, "here".into()).await.unwrap();
-    file.close().await.unwrap();
+    made_elsewhere(&scene, "known", b"here").await;
     let before = scene.sent();
     let path = mnt.join("known");
     let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(path).unwrap())
@@ -892,12 +950,7 @@ async fn a_file_is_looked_up_and_opened_in_a_round_trip_each() {
         hold,
     )
     .await;
-    let other = other_client(&scene).await;
-    let file = other
-        .create("known", 0o644, ninep_wire::consts::dotl::O_WRONLY)
-        .await
-        .unwrap();
-    file.close().await.unwrap();
+    made_elsewhere(&scene, "known", b"").await;
     // The kernel asks for the root's attributes once, first.
     let root = mnt.clone();
     tokio::task::spawn_blocking(move || std::fs::metadata(root).unwrap())
