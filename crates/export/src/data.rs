@@ -195,6 +195,7 @@ pub(crate) async fn write(
         }
         Ok(done as u32)
     };
+    let _turn = file.writing.lock().await;
     export.call(&file.creds, write).await
 }
 

@@ -100,6 +100,10 @@ pub struct ExportFile {
     node: Arc<Node>,
     /// The descriptor opened for I/O, once the fid is open.
     io: Option<Arc<OwnedFd>>,
+    /// Taken by each write through the descriptor: a client's writes in
+    /// flight would otherwise run side by side on the blocking pool, each
+    /// spinning on the file's lock while another holds it.
+    writing: Arc<tokio::sync::Mutex<()>>,
     creds: Option<Arc<Creds>>,
 }
 

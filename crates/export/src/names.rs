@@ -30,6 +30,7 @@ pub(crate) async fn attach(export: &Export, user: &User) -> Result<(ExportFile, 
     let file = ExportFile {
         node: root.clone(),
         io: None,
+        writing: Arc::default(),
         creds,
     };
     let qid = export
@@ -80,6 +81,7 @@ pub(crate) async fn walk(
     let file = ExportFile {
         node,
         io: None,
+        writing: Arc::default(),
         creds: dir.creds.clone(),
     };
     Ok((file, qid))
@@ -131,6 +133,7 @@ pub(crate) async fn create(
     let file = ExportFile {
         node,
         io: Some(Arc::new(fd)),
+        writing: Arc::default(),
         creds: dir.creds.clone(),
     };
     Ok((file, Opened { qid, iounit: 0 }))
