@@ -160,7 +160,7 @@ impl ReadAhead {
         }
         let in_order =
             offset > 0 && (state.last_end == Some(offset) || state.asked_end == Some(offset));
-        state.asked_end = Some(offset + u64::from(count));
+        state.asked_end = offset.checked_add(u64::from(count));
         let behind = match &state.running {
             Some(running) if offset > running.next.saturating_add(SKIPPED_MAX) => {
                 // Far ahead: the reader has moved on.

@@ -9,7 +9,7 @@ use ninep_client::{Fid, FileInfo, FsStats, SetAttr, SetTime};
 use ninep_wire::consts::unix;
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid};
 
-use crate::{Conn, Handle, Inner, KernelErrno, errno, fail};
+use crate::{Conn, Handle, Inner, KernelErrno, PAGE, errno, fail};
 
 /// A time the server gave; one past what the host can hold (a server's
 /// nonsense) reads as the epoch.
@@ -97,7 +97,13 @@ impl Conn {
             uid: known(info.n_uid, self.owner.0),
             gid: known(info.n_gid, self.owner.1),
             rdev: kernel_rdev(info.rdev),
-            blksize: self.io_block,
+            // A pipe or device keeps a page: stdio sizes its buffers by
+            // this, and a reader may be waiting for what is written.
+            blksize: if file_type(info.mode) == FileType::RegularFile {
+                self.io_block
+            } else {
+                PAGE
+            },
             flags: 0,
         }
     }

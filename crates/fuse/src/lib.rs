@@ -247,18 +247,22 @@ struct Conn {
     io_block: u32,
 }
 
-/// The block size files show on a connection of `msize`: the largest power
-/// of two one request carries, within what one kernel request carries, as
-/// v9fs shows. A program that reads in st_blksize pieces (cp, cat) then
-/// makes one kernel request per 9P request's worth rather than one per
-/// server's disk block, and the server's own figure, which a hostile
+/// The block size regular files show on a connection of `msize`: the
+/// largest power of two one request carries, within what one kernel
+/// request carries. A program that reads in st_blksize pieces (cp, cat)
+/// then makes one kernel request per 9P request's worth rather than one
+/// per server's disk block, and the server's own figure, which a hostile
 /// server may make absurd, is never shown.
 fn io_block(msize: u32) -> u32 {
     let most = msize
         .saturating_sub(ninep_wire::IOHDRSZ)
-        .clamp(4096, fs::MAX_IO);
+        .clamp(PAGE, fs::MAX_IO);
     1 << most.ilog2()
 }
+
+/// The block size everything but regular files shows, and the least a
+/// regular file shows.
+const PAGE: u32 = 4096;
 
 /// What every request shares.
 struct Inner {

@@ -783,25 +783,31 @@ async fn reads_the_kernel_sends_together_are_read_ahead() {
     let after = scene.sent();
     let plain = more(&before, &after, "Tread");
     assert_eq!(more(&before, &after, "Tsread"), 1);
-    assert!(plain <= 4, "{plain} plain reads before the file streamed");
+    // The kernel's first batches may reach the mount in any order: some
+    // slack, far below the 20 or so of a read-ahead that starts late.
+    assert!(plain <= 8, "{plain} plain reads before the file streamed");
     drop(session);
 }
 
-/// Files show as their block size what one request carries (a MiB at the
-/// default msize), not the server's disk block: programs that read and
+/// Regular files show as their block size what one request carries (a MiB
+/// at the default msize), not the server's disk block: programs that read and
 /// write in st_blksize pieces (cp, cat) then make one kernel request per
 /// MiB rather than per 4 KiB or 128 KiB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_show_what_one_request_carries_as_their_block_size() {
     let (_scene, mnt, session) = mounted("blksize", Cache::None, Dialect::L).await;
     let path = mnt.join("f");
-    let blksize = tokio::task::spawn_blocking(move || {
+    let dir = mnt.clone();
+    let (file, dir) = tokio::task::spawn_blocking(move || {
         std::fs::write(&path, "x").unwrap();
-        std::fs::metadata(&path).unwrap().blksize()
+        let file = std::fs::metadata(&path).unwrap().blksize();
+        (file, std::fs::metadata(&dir).unwrap().blksize())
     })
     .await
     .unwrap();
-    assert_eq!(blksize, 1 << 20);
+    assert_eq!(file, 1 << 20);
+    // Anything else keeps a page, by which stdio sizes its buffers.
+    assert_eq!(dir, 4096);
     drop(session);
 }
 
