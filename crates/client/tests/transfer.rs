@@ -589,9 +589,6 @@ async fn a_read_where_the_last_one_asked_ended_reads_ahead() {
         };
         let (first, second) = if let Some(second) = second_first {
             (first.await, second)
-        } else if plain {
-            let first = first.await;
-            (first, ahead.read(&file, at(i + 1), piece, false).await)
         } else {
             let first = match answered {
                 Some(got) => got,

@@ -125,20 +125,25 @@ pub fn in_memory(file: BorrowedFd<'_>, offset: u64, count: usize) -> Option<usiz
     let (first, last) = (offset / page, end.div_ceil(page));
     let pages = last - first;
     let cached = crate::sys::pages_cached(file, first * page, pages * page).ok()?;
+    if cached < pages {
+        return None;
+    }
+    // Whether the page at `at` reads at once; None where RWF_NOWAIT is
+    // refused.
     let readable = |at: u64| {
         let mut byte = [0u8];
-        match rustix::io::preadv2(
-            file,
-            &mut [IoSliceMut::new(&mut byte)],
-            at,
-            ReadWriteFlags::NOWAIT,
-        ) {
-            Ok(_) => true,
-            Err(Errno::OPNOTSUPP) => is_tmpfs(file),
-            Err(_) => false,
+        let one = &mut [IoSliceMut::new(&mut byte)];
+        match rustix::io::preadv2(file, one, at, ReadWriteFlags::NOWAIT) {
+            Ok(_) => Some(true),
+            Err(Errno::OPNOTSUPP) => None,
+            Err(_) => Some(false),
         }
     };
-    (cached >= pages && readable(offset) && readable(end - 1)).then_some((end - offset) as usize)
+    let ready = match readable(offset) {
+        None => is_tmpfs(file),
+        Some(first) => first && readable(end - 1) == Some(true),
+    };
+    ready.then_some((end - offset) as usize)
 }
 
 /// Whether `file` lives on tmpfs (statfs's TMPFS_MAGIC).
