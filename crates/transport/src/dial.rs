@@ -166,6 +166,16 @@ fn tune(s: &TcpStream) -> io::Result<()> {
     Ok(())
 }
 
+/// Gives a unix connection's sender room for a whole large message
+/// ([`RECEIVE_ROOM`]) that its reader has not read. A unix socket's buffer
+/// is fixed (nothing tunes it), at net.core.wmem_default (208 KiB) unless
+/// set, and a reply of a MiB would cross in five pieces, the reader woken
+/// for each.
+fn tune_unix(s: &UnixStream) -> io::Result<()> {
+    rustix::net::sockopt::set_socket_send_buffer_size(s, RECEIVE_ROOM)?;
+    Ok(())
+}
+
 impl fmt::Display for Addr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -271,7 +281,11 @@ impl Dialer {
                 let tls = self.tls.as_ref().ok_or_else(|| needs("a CA to dial"))?;
                 Box::new(tls.connect(host, dial_tcp(host, *port).await?).await?)
             }
-            Addr::Unix(path) => Box::new(UnixStream::connect(path).await?),
+            Addr::Unix(path) => {
+                let s = UnixStream::connect(path).await?;
+                tune_unix(&s)?;
+                Box::new(s)
+            }
             Addr::Exec(command) => Box::new(Piped::spawn(command)?),
         })
     }
@@ -421,6 +435,7 @@ impl Listener {
             }
             Listener::Unix(l, path) => {
                 let (s, _) = l.accept().await?;
+                tune_unix(&s)?;
                 let uid = rustix::net::sockopt::socket_peercred(&s)
                     .ok()
                     .map(|cred| cred.uid.as_raw());
@@ -523,6 +538,24 @@ mod tests {
         let mut byte = [0; 1];
         let read = tokio::time::timeout(Duration::from_secs(5), dialled.read(&mut byte)).await;
         assert_eq!(read.expect("one byte wakes the reader").unwrap(), 1);
+    }
+
+    /// Either end of a unix connection sends a whole large reply at once,
+    /// its reader not reading yet.
+    #[tokio::test]
+    async fn unix_connections_make_room_for_a_large_reply() {
+        use tokio::io::AsyncWriteExt;
+        let path = std::env::temp_dir().join(format!("ninep-room-{}.sock", std::process::id()));
+        let addr = Addr::Unix(path.clone());
+        let l = addr.listen().await.unwrap();
+        let (dialled, accepted) = tokio::join!(addr.dial(), l.accept());
+        let (mut dialled, mut accepted) = (dialled.unwrap(), accepted.unwrap().0);
+        let reply = vec![7u8; (1 << 20) + 24];
+        for (name, end) in [("dialled", &mut dialled), ("accepted", &mut accepted)] {
+            let sent = tokio::time::timeout(Duration::from_secs(5), end.write_all(&reply)).await;
+            assert!(sent.is_ok(), "the {name} end waited for its reader");
+        }
+        std::fs::remove_file(path).unwrap();
     }
 
     /// A TCP connection takes a silent peer for dead after DEAD_PEER,
