@@ -251,7 +251,9 @@ if ran("mount"):
         "/proc/filesystems, no modules to load) and Debian has no FUSE NFS client, so sshfs "
         "(SFTP) over loopback stands in for the other protocol. Everything runs on a tmpfs, "
         "so that the file systems' own costs are compared, not a disk's. *ninep/sshfs* is the "
-        "ratio the paper's 9P/NFS corresponds to; *local* is the limit.")
+        "ratio the paper's 9P/NFS corresponds to; *fuse-none* is bindfs of the same directory, a "
+        "FUSE file system answering from it with no network, the limit of any mount; *local* is "
+        "the limit of all.")
     for msize, label in (("8216", "8 KiB"), ("32792", "32 KiB")):
         rows = figures("mount", "mount-%s.csv" % msize)
         if rows is None:
