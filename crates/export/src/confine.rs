@@ -13,7 +13,7 @@ use std::sync::Arc;
 use ninep_server::{Error, Result};
 use ninep_wire::{Errno, Name};
 use parking_lot::Mutex;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 
 use crate::{Inner, errno};
 
@@ -50,8 +50,17 @@ impl Node {
         parent: Option<Arc<Node>>,
         name: &str,
     ) -> rustix::io::Result<Node> {
+        Node::with_stat(fd, parent, name).map(|(node, _)| node)
+    }
+
+    /// As [`Node::new`], with the stat that told its identity.
+    fn with_stat(
+        fd: OwnedFd,
+        parent: Option<Arc<Node>>,
+        name: &str,
+    ) -> rustix::io::Result<(Node, Stat)> {
         let st = rustix::fs::fstat(&fd)?;
-        Ok(Node {
+        let node = Node {
             fd,
             dev: st.st_dev,
             ino: st.st_ino,
@@ -60,7 +69,8 @@ impl Node {
                 parent,
                 name: name.to_owned(),
             }),
-        })
+        };
+        Ok((node, st))
     }
 
     pub(crate) fn place(&self) -> (Option<Arc<Node>>, String) {
@@ -92,6 +102,15 @@ impl Inner {
     /// Looks `name` up in `dir` without leaving the export or following
     /// a link.
     pub(crate) fn lookup(&self, dir: &Arc<Node>, name: &str) -> Result<Arc<Node>> {
+        self.lookup_with_stat(dir, name).map(|(node, _)| node)
+    }
+
+    /// As [`Inner::lookup`], with the file's stat as the lookup found it.
+    pub(crate) fn lookup_with_stat(
+        &self,
+        dir: &Arc<Node>,
+        name: &str,
+    ) -> Result<(Arc<Node>, Stat)> {
         let fd = rustix::fs::openat2(
             &dir.fd,
             name,
@@ -100,8 +119,8 @@ impl Inner {
             beneath(),
         )
         .map_err(errno)?;
-        let node = Node::new(fd, Some(dir.clone()), name).map_err(errno)?;
-        Ok(Arc::new(node))
+        let (node, st) = Node::with_stat(fd, Some(dir.clone()), name).map_err(errno)?;
+        Ok((Arc::new(node), st))
     }
 
     /// For 9P2000, which has no symbolic links: what the link `link`, found

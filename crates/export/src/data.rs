@@ -32,10 +32,13 @@ pub(crate) async fn open(export: &Export, file: &mut ExportFile, flags: u32) -> 
         if node.is_dir() {
             o = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         }
-        let before = rustix::fs::fstat(&node.fd).map_err(errno)?;
-        if inner.marked(&node, &before).ty.contains(QidType::APPEND) {
-            // Writes land at the end; truncation is ignored (open(5)).
-            o = (o | OFlags::APPEND) - OFlags::TRUNC;
+        // An append-only mark changes nothing for a reader.
+        if wants_write {
+            let before = rustix::fs::fstat(&node.fd).map_err(errno)?;
+            if inner.marked(&node, &before).ty.contains(QidType::APPEND) {
+                // Writes land at the end; truncation is ignored (open(5)).
+                o = (o | OFlags::APPEND) - OFlags::TRUNC;
+            }
         }
         let fd = inner.reopen(&node, o)?;
         let st = rustix::fs::fstat(&fd).map_err(errno)?;
@@ -121,9 +124,8 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
     let Ok(st) = rustix::fs::fstat(fd) else {
         return false;
     };
-    let left = u64::try_from(st.st_size)
-        .unwrap_or(0)
-        .saturating_sub(offset);
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    let left = size.saturating_sub(offset);
     let len = usize::try_from(left)
         .unwrap_or(usize::MAX)
         .saturating_add(1)
@@ -141,7 +143,14 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
         let rest = &mut [IoSliceMut::new(&mut buf[done..])];
         match rustix::io::preadv2(fd, rest, at, ReadWriteFlags::NOWAIT) {
             Ok(0) => break true,
-            Ok(n) => done += n,
+            Ok(n) => {
+                done += n;
+                // Short of the byte past the size just read: the end, with
+                // no call more to find it.
+                if done < len && at + n as u64 >= size {
+                    break true;
+                }
+            }
             // tmpfs refuses RWF_NOWAIT: what it holds in memory is read
             // here, up to the file's size, which is then its end.
             Err(Errno::OPNOTSUPP) => {

@@ -62,18 +62,21 @@ pub(crate) async fn walk(
     let name = name.to_string();
     let (node, qid) = export
         .call_here(&dir.creds, move |inner| {
-            let node = if name == ".." {
-                from.place().0.unwrap_or_else(|| inner.root.clone())
+            let (node, st) = if name == ".." {
+                let node = from.place().0.unwrap_or_else(|| inner.root.clone());
+                let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
+                (node, st)
             } else {
-                let node = inner.lookup(&from, &name)?;
+                let (node, st) = inner.lookup_with_stat(&from, &name)?;
                 // 9P2000 cannot show a link as one, so it reaches the target.
                 if dialect == Dialect::Base && node.ty == FileType::Symlink {
-                    inner.follow(&from, &name, node)?
+                    let node = inner.follow(&from, &name, node)?;
+                    let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
+                    (node, st)
                 } else {
-                    node
+                    (node, st)
                 }
             };
-            let st = rustix::fs::fstat(&node.fd).map_err(errno)?;
             let qid = inner.marked(&node, &st);
             Ok((node, qid))
         })
