@@ -252,8 +252,8 @@ if ran("mount"):
         "(SFTP) over loopback stands in for the other protocol. Everything runs on a tmpfs, "
         "so that the file systems' own costs are compared, not a disk's. *ninep/sshfs* is the "
         "ratio the paper's 9P/NFS corresponds to; *fuse-none* is bindfs of the same directory, a "
-        "FUSE file system answering from it with no network, the limit of any mount; *local* is "
-        "the limit of all.")
+        "FUSE file system answering from it with no network and no cache (what FUSE costs "
+        "without a server); *local* is the limit.")
     for msize, label in (("8216", "8 KiB"), ("32792", "32 KiB")):
         rows = figures("mount", "mount-%s.csv" % msize)
         if rows is None:

@@ -118,9 +118,10 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
     if i64::try_from(offset.saturating_add(count as u64)).is_err() {
         return false;
     }
-    // The size says how much to zero; the reads themselves find the end
-    // (the byte past it reads as 0), so a file that grows or reports no
-    // size is still read whole.
+    // The size says how much to zero, and one byte more: a file that grew
+    // is read on, and one that reports no size (/proc) is read by the
+    // blocking call. A read that comes back short exactly at the size
+    // ends there: the file as it was at the stat.
     let Ok(st) = rustix::fs::fstat(fd) else {
         return false;
     };
@@ -146,7 +147,8 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
             Ok(n) => {
                 done += n;
                 // Short of the byte past the size just read: the end, with
-                // no call more to find it.
+                // no call more to find it (also after a partial RWF_NOWAIT
+                // read that stopped there).
                 if done < len && at + n as u64 >= size {
                     break true;
                 }
