@@ -33,6 +33,10 @@ pub struct Args {
     /// Most bytes of a file read ahead of one HTTP client.
     #[arg(long, default_value_t = ninep_http::Options::default().window)]
     window: u64,
+    /// Most bytes of small files kept in memory and sent again while a
+    /// walk shows them unchanged (0 keeps none).
+    #[arg(long, default_value_t = ninep_http::Options::default().cache_bytes)]
+    cache_bytes: usize,
     /// Most HTTP connections served at once.
     #[arg(long, default_value_t = Limits::default().max_connections)]
     max_connections: usize,
@@ -64,6 +68,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         writable: args.writable,
         dav: args.dav,
         window: args.window,
+        cache_bytes: args.cache_bytes,
         limits: Limits {
             max_connections: args.max_connections,
             max_header_bytes: args.max_header_bytes,

@@ -7,7 +7,8 @@
 //! act (a clone file makes a conversation).
 //!
 //! A file that fits in one read is read before the headers go out, so its
-//! Content-Length is what was read. A larger one is piped from a transfer
+//! Content-Length is what was read; a small one the door kept
+//! ([`crate::cache`]) is sent from memory once a walk shows it unchanged. A larger one is piped from a transfer
 //! (pipelined Treads, or a stream where the server speaks the extension)
 //! through a [`Piped`] body, so a slow client holds the transfer back
 //! instead of making the door buffer the file. A synthetic file (qid
@@ -15,6 +16,7 @@
 //! request at a time, and sent chunked.
 
 use std::io;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -23,6 +25,7 @@ use ninep_client::{Fid, File, FileInfo, Transfer};
 use ninep_wire::consts::dotl::O_RDONLY;
 
 use crate::body::{Body, Piped, empty, full};
+use crate::cache::Kept;
 use crate::status::{failed, plain};
 use crate::validators::{Precondition, Ranged, Validators, preconditions, ranged};
 
@@ -34,6 +37,8 @@ pub enum Target {
     /// Walked to, opened for reading, stat'ed, and the data at offset 0
     /// read.
     Read(File, Box<FileInfo>, Bytes),
+    /// Kept by the door, and walked to with the qid it was kept under.
+    Kept(Arc<Kept>),
 }
 
 impl Target {
@@ -42,6 +47,7 @@ impl Target {
         match self {
             Target::Walked(fid) => fid.qid(),
             Target::Read(file, ..) => file.fid().qid(),
+            Target::Kept(kept) => kept.qid,
         }
     }
 }
@@ -78,6 +84,8 @@ enum Handle {
     Walked(Fid),
     /// Opened, and the data at offset 0 read.
     Read(File, Bytes),
+    /// All of its data, in memory.
+    Whole(Bytes),
 }
 
 async fn respond(
@@ -86,11 +94,20 @@ async fn respond(
     target: Target,
     window: u64,
 ) -> Result<Response<Body>, ninep_client::Error> {
-    let (info, handle) = match target {
-        Target::Read(file, info, first) => (*info, Handle::Read(file, first)),
-        Target::Walked(fid) => (fid.stat().await?, Handle::Walked(fid)),
+    let (v, len, handle) = match target {
+        Target::Read(file, info, first) => {
+            (Validators::of(&info), info.size, Handle::Read(file, first))
+        }
+        Target::Walked(fid) => {
+            let info = fid.stat().await?;
+            (Validators::of(&info), info.size, Handle::Walked(fid))
+        }
+        Target::Kept(kept) => (
+            Validators::of(&kept.info),
+            kept.info.size,
+            Handle::Whole(kept.data.clone()),
+        ),
     };
-    let v = Validators::of(&info);
     let mut res = Response::builder()
         .header(header::CONTENT_TYPE, content_type(name))
         .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff");
@@ -121,10 +138,10 @@ async fn respond(
         let (file, first) = match handle {
             Handle::Read(file, first) => (file, first),
             Handle::Walked(fid) => (fid.open(O_RDONLY).await?, Bytes::new()),
+            Handle::Whole(data) => return Ok(finish(res, full(data))),
         };
         return Ok(finish(res, pipe(file, 0, None, first, window)));
     }
-    let len = info.size;
     res = res.header(header::ACCEPT_RANGES, "bytes");
     let (range, partial) = match ranged(&req.headers, &v, len) {
         Ranged::Full => (0..len, false),
@@ -159,6 +176,10 @@ async fn respond(
             let want = count.min(file.iounit() as u64) as u32;
             let first = file.read_at(range.start, want).await?;
             (file, first)
+        }
+        Handle::Whole(data) => {
+            let part = data.slice(range.start as usize..range.end as usize);
+            return Ok(finish(res, full(part)));
         }
     };
     if first.len() as u64 >= count {

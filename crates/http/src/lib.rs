@@ -5,8 +5,9 @@
 //! hyper), every HTTP client through the same 9P connection. GET and HEAD
 //! are its own ([`get`], [`listing`]): a file is one walk and one stat,
 //! answered with ranges, an ETag made from the qid and the conditional
-//! requests that depend on them ([`validators`]); a directory is an HTML
-//! or JSON listing. With [`Options::writable`], PUT, DELETE and MKCOL, and
+//! requests that depend on them ([`validators`]), small files it has sent
+//! kept and sent again while their qid holds ([`cache`]); a directory is
+//! an HTML or JSON listing. With [`Options::writable`], PUT, DELETE and MKCOL, and
 //! with [`Options::dav`] the WebDAV methods, are dav-server's, on the tree
 //! as [`dav::NinepFs`] presents it. A request path never walks outside the
 //! tree ([`path`]).
@@ -23,6 +24,7 @@
 #![warn(clippy::unwrap_used)]
 
 mod body;
+pub mod cache;
 pub mod dav;
 pub mod get;
 pub mod listing;
@@ -47,6 +49,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub use body::Body;
+use cache::{Cache, Kept};
 use path::RequestPath;
 use status::{failed, plain};
 
@@ -61,6 +64,8 @@ pub struct Options {
     pub dav: bool,
     /// Most bytes of a file read ahead of one HTTP client.
     pub window: u64,
+    /// Most bytes of small files kept to be sent again (0 keeps none).
+    pub cache_bytes: usize,
     /// Limits on clients.
     pub limits: Limits,
 }
@@ -71,6 +76,7 @@ impl Default for Options {
             writable: false,
             dav: false,
             window: 4 << 20,
+            cache_bytes: 64 << 20,
             limits: Limits::default(),
         }
     }
@@ -113,6 +119,7 @@ struct Shared {
     root: Arc<Fid>,
     options: Options,
     dav: DavHandler,
+    cache: Cache,
 }
 
 impl std::fmt::Debug for Door {
@@ -160,6 +167,7 @@ impl Door {
         Door {
             shared: Arc::new(Shared {
                 root,
+                cache: Cache::new(options.cache_bytes),
                 options,
                 dav: config.build_handler(),
             }),
@@ -249,8 +257,17 @@ impl Door {
             return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
         }
         let max = usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX);
+        let changes = ![
+            Method::OPTIONS,
+            Method::from_bytes(b"PROPFIND").expect("a method"),
+        ]
+        .contains(req.method());
         let req = req.map(|body| Limited::new(body, max).map_err(io::Error::other));
-        shared.dav.handle(req).await.map(BodyExt::boxed_unsync)
+        let res = shared.dav.handle(req).await.map(BodyExt::boxed_unsync);
+        if changes {
+            shared.cache.clear();
+        }
+        res
     }
 
     async fn get(&self, req: &http::request::Parts, path: &RequestPath) -> Response<Body> {
@@ -274,14 +291,32 @@ impl Door {
     /// sent to its URL with one.
     async fn get_file(&self, req: &http::request::Parts, path: &RequestPath) -> Response<Body> {
         let shared = &self.shared;
-        let target = if get::sends_from_the_start(req) {
-            shared
+        let key = path.joined();
+        let target = match shared.cache.get(&key) {
+            Some(kept) => {
+                let walked = shared.root.walk(&path.names).await;
+                match walked {
+                    Ok(fid) if fid.qid() == kept.qid => Ok(get::Target::Kept(kept)),
+                    _ => {
+                        shared.cache.forget(&key);
+                        walked.map(get::Target::Walked)
+                    }
+                }
+            }
+            None if get::sends_from_the_start(req) => shared
                 .root
                 .walk_open_read(&path.names, O_RDONLY, u32::MAX)
                 .await
-                .map(|(file, info, first)| get::Target::Read(file, Box::new(info), first))
-        } else {
-            shared.root.walk(&path.names).await.map(get::Target::Walked)
+                .map(|(file, info, first)| {
+                    let kept = Kept {
+                        qid: file.fid().qid(),
+                        info: info.clone(),
+                        data: first.clone(),
+                    };
+                    shared.cache.keep(key, kept);
+                    get::Target::Read(file, Box::new(info), first)
+                }),
+            None => shared.root.walk(&path.names).await.map(get::Target::Walked),
         };
         let target = match target {
             Ok(target) => target,

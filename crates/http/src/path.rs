@@ -47,6 +47,13 @@ impl std::fmt::Display for BadPath {
 }
 
 impl RequestPath {
+    /// The path as one string, its names joined by slashes (which no name
+    /// holds).
+    pub fn joined(&self) -> String {
+        let names: Vec<&str> = self.names.iter().map(Name::as_str).collect();
+        names.join("/")
+    }
+
     /// Parses `path` (a URI's path, still percent-encoded), at most
     /// `max_len` bytes long.
     pub fn parse(path: &str, max_len: usize) -> Result<RequestPath, BadPath> {

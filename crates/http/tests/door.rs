@@ -1,6 +1,7 @@
 //! The door in this process, on servers in this process, spoken to over
-//! real sockets: synthetic files are sent chunked with no validators, and
-//! a client that stops reading holds the door's reading to a bounded
+//! real sockets: synthetic files are sent chunked with no validators, a
+//! small file is sent again from memory only while its qid holds, and a
+//! client that stops reading holds the door's reading to a bounded
 //! amount, however large the file.
 
 use std::io;
@@ -11,12 +12,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ninep_client::{Client, Fsys, Mode, Options, Transfer};
+use ninep_client::{Client, Fid, Fsys, Mode, Options, SetAttr, SetTime, Transfer};
 use ninep_http::Door;
 use ninep_ramfs::RamFs;
 use ninep_server::tree::{Dir, Tree};
 use ninep_server::{Filesystem, Server};
-use ninep_wire::consts::dotl::O_RDWR;
+use ninep_wire::consts::dotl::{O_RDWR, O_TRUNC};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
@@ -82,9 +83,14 @@ async fn attach(fs: impl Filesystem) -> (Fsys, Arc<AtomicU64>) {
 
 /// A door on `fsys` on a free loopback port; stopped when the test ends.
 async fn open(fsys: Fsys, options: ninep_http::Options) -> std::net::SocketAddr {
+    open_on(fsys.into_root(), options).await
+}
+
+/// A door on the tree under `root`, as [`open`].
+async fn open_on(root: Fid, options: ninep_http::Options) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let door = Door::new(fsys.into_root(), options);
+    let door = Door::new(root, options);
     tokio::spawn(async move { door.serve(listener, std::future::pending()).await });
     addr
 }
@@ -166,6 +172,98 @@ async fn a_refused_open_is_forbidden() {
         plain.starts_with("HTTP/1.1 200 ") && plain.contains("\r\nhello\r\n"),
         "{plain}"
     );
+}
+
+/// Writes `data` to `name` in `fsys`, dated an hour ago when `settled`.
+async fn put(fsys: &Fsys, name: &str, data: &[u8], settled: bool) {
+    let file = match fsys.open(name, O_RDWR | O_TRUNC).await {
+        Ok(file) => file,
+        Err(_) => fsys.create(name, 0o644, O_RDWR).await.unwrap(),
+    };
+    file.write_at(0, Bytes::copy_from_slice(data))
+        .await
+        .unwrap();
+    if settled {
+        let hour_ago = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            - 3600;
+        let set = SetAttr {
+            mtime: Some(SetTime::At {
+                sec: hour_ago,
+                nsec: 0,
+            }),
+            ..SetAttr::default()
+        };
+        file.fid().setattr(&set).await.unwrap();
+    }
+}
+
+/// A small file that has stood unmodified is sent again from memory, with
+/// only a walk sent to the server, for as long as the walk gives the qid
+/// it was read under; once it changes it is read again, once it has just
+/// been modified it is not kept, and once it is gone it is not found.
+#[tokio::test]
+async fn small_files_are_sent_again_while_their_qid_holds() {
+    const SIZE: usize = 8 << 10;
+    let (fsys, received) = attach(RamFs::new()).await;
+    let addr = open_on(
+        fsys.root().clone_fid().await.unwrap(),
+        ninep_http::Options::default(),
+    )
+    .await;
+    // The body of a GET of `request`'s page, and the bytes the server
+    // sent for it.
+    let get = async |range: &str| {
+        let before = received.load(SeqCst);
+        let reply = exchange(
+            addr,
+            &format!("GET /page HTTP/1.1\r\nHost: x\r\n{range}Connection: close\r\n\r\n"),
+        )
+        .await;
+        let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+        let status = head.split(' ').nth(1).unwrap().to_owned();
+        (status, body.to_owned(), received.load(SeqCst) - before)
+    };
+    let a = "a".repeat(SIZE);
+    let b = "b".repeat(SIZE);
+
+    put(&fsys, "page", a.as_bytes(), true).await;
+    let (status, body, sent) = get("").await;
+    assert!(
+        status == "200" && body == a && sent >= SIZE as u64,
+        "{status} {sent}"
+    );
+    let (status, body, sent) = get("").await;
+    assert!(
+        status == "200" && body == a && sent < 1024,
+        "kept: {status} {sent}"
+    );
+    let (status, body, sent) = get("Range: bytes=10-19\r\n").await;
+    assert!(
+        status == "206" && body == a[..10] && sent < 1024,
+        "a range of it: {status} {body} {sent}"
+    );
+
+    put(&fsys, "page", b.as_bytes(), false).await;
+    for _ in 0..2 {
+        let (status, body, sent) = get("").await;
+        assert!(
+            status == "200" && body == b && sent >= SIZE as u64,
+            "just written: {status} {sent}"
+        );
+    }
+
+    put(&fsys, "page", b.as_bytes(), true).await;
+    let (_, body, sent) = get("").await;
+    assert!(body == b && sent >= SIZE as u64, "changed: {sent}");
+    let (_, body, sent) = get("").await;
+    assert!(body == b && sent < 1024, "kept again: {sent}");
+
+    fsys.remove("page").await.unwrap();
+    let (status, ..) = get("").await;
+    assert_eq!(status, "404");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
