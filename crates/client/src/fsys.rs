@@ -403,6 +403,27 @@ impl Fid {
         Ok((File::new(fid, iounit), behind))
     }
 
+    /// The qid of the file at `names`, with no fid kept for it: a walk and
+    /// the clunk of the fid it made, in one round trip where the server
+    /// runs requests in order.
+    pub async fn walk_qid(&self, names: &[Name]) -> Result<Qid, Error> {
+        if !self.pipelines(names) {
+            return Ok(self.walk(names).await?.qid());
+        }
+        let inner = &self.client.inner;
+        let (fid, clunked) = self
+            .walk_pipelined(names, String::new(), |newfid| {
+                inner.call(Tclunk { fid: newfid })
+            })
+            .await?;
+        // A clunk refused beside the walk is sent again as the fid drops.
+        if clunked.is_ok() {
+            fid.live.store(false, Ordering::Relaxed);
+            inner.free_fid(fid.fid);
+        }
+        Ok(fid.qid)
+    }
+
     /// Walks to `names` and stats the file there, in one round trip where
     /// the server runs requests in order.
     pub async fn walk_stat(&self, names: &[Name]) -> Result<(Fid, FileInfo), Error> {

@@ -270,6 +270,11 @@ impl Fids {
                 }
             }
             (Msg::Trenameat(t), _) => self.renamed(t),
+            // Sent behind the walk that made the fid, the clunk went out
+            // before the walk's answer made it known.
+            (Msg::Tclunk(t), Msg::Rclunk(_)) => {
+                self.known.remove(&t.fid.0);
+            }
             _ => {}
         }
     }

@@ -323,6 +323,57 @@ async fn a_walk_stat_goes_in_one_round_trip_where_the_server_keeps_order() {
     }
 }
 
+/// walk_qid sends the walk and the clunk of the fid it makes before any
+/// reply to a server that runs requests in order (the peer answers the
+/// clunk and holds the walk), and only the walk to one that does not say
+/// so.
+#[tokio::test]
+async fn a_walk_for_a_qid_clunks_in_the_same_round_trip_where_the_server_keeps_order() {
+    for ordered in [true, false] {
+        let (got, sent) = against_holding_peer(ordered, 2, |fsys| async move {
+            let names = [Name::new("file").expect("a name")];
+            fsys.root().walk_qid(&names).await
+        })
+        .await;
+        assert!(got.is_none(), "the peer holds the walk: nothing came back");
+        if ordered {
+            assert_eq!(sent, ["Twalk", "Tclunk"]);
+        } else {
+            assert_eq!(sent, ["Twalk"]);
+        }
+    }
+}
+
+/// walk_qid gives the qid a walk gives and leaves no fid behind on the
+/// server: the fid number it used is free again, and taken by the next
+/// walk without complaint.
+#[tokio::test]
+async fn a_walk_for_a_qid_leaves_no_fid() {
+    for dialect in [Dialect::L, Dialect::U, Dialect::Base] {
+        let fsys = ramfs(dialect)
+            .await
+            .attach("glenda", "")
+            .await
+            .expect("attach");
+        fsys.create("file", 0o644, O_RDWR).await.expect("create");
+        let names = [Name::new("file").expect("a name")];
+        let walked = fsys.root().walk(&names).await.expect("walk").qid();
+        for _ in 0..3 {
+            let qid = fsys.root().walk_qid(&names).await.expect("walk_qid");
+            assert_eq!(qid, walked, "{dialect:?}");
+        }
+        let missing = [Name::new("missing").expect("a name")];
+        let err = fsys
+            .root()
+            .walk_qid(&missing)
+            .await
+            .expect_err("no such file");
+        assert_eq!(err.errno(), Errno::ENOENT, "{dialect:?}");
+        let again = fsys.root().walk(&names).await.expect("walk after");
+        assert_eq!(again.qid(), walked);
+    }
+}
+
 /// What `call` gives on a client of a [`holding_peer`] that holds `hold`
 /// requests (none if it waited past the peer's patience), and the names
 /// of the requests the peer got after version and attach.

@@ -291,34 +291,7 @@ impl Door {
     /// sent to its URL with one.
     async fn get_file(&self, req: &http::request::Parts, path: &RequestPath) -> Response<Body> {
         let shared = &self.shared;
-        let key = path.joined();
-        let target = match shared.cache.get(&key) {
-            Some(kept) => {
-                let walked = shared.root.walk(&path.names).await;
-                match walked {
-                    Ok(fid) if fid.qid() == kept.qid => Ok(get::Target::Kept(kept)),
-                    _ => {
-                        shared.cache.forget(&key);
-                        walked.map(get::Target::Walked)
-                    }
-                }
-            }
-            None if get::sends_from_the_start(req) => shared
-                .root
-                .walk_open_read(&path.names, O_RDONLY, u32::MAX)
-                .await
-                .map(|(file, info, first)| {
-                    let kept = Kept {
-                        qid: file.fid().qid(),
-                        info: info.clone(),
-                        data: first.clone(),
-                    };
-                    shared.cache.keep(key, kept);
-                    get::Target::Read(file, Box::new(info), first)
-                }),
-            None => shared.root.walk(&path.names).await.map(get::Target::Walked),
-        };
-        let target = match target {
+        let target = match self.reach(req, path).await {
             Ok(target) => target,
             Err(e) => return failed(&e),
         };
@@ -333,5 +306,40 @@ impl Door {
         }
         let name = path.last().unwrap_or_default();
         get::file(req, name, target, shared.options.window).await
+    }
+
+    /// The file at `path` as far as `req` needs it: kept, if a walk shows
+    /// the file the door kept unchanged; else walked to, and for a GET
+    /// sure to send it from its start opened, stat'ed and its first piece
+    /// read, and kept if it is worth keeping.
+    async fn reach(
+        &self,
+        req: &http::request::Parts,
+        path: &RequestPath,
+    ) -> Result<get::Target, ninep_client::Error> {
+        let shared = &self.shared;
+        let key = path.joined();
+        if let Some(kept) = shared.cache.get(&key) {
+            let walked = shared.root.walk_qid(&path.names).await;
+            if walked.as_ref().is_ok_and(|qid| *qid == kept.qid) {
+                return Ok(get::Target::Kept(kept));
+            }
+            shared.cache.forget(&key);
+            walked?;
+        }
+        if !get::sends_from_the_start(req) {
+            return shared.root.walk(&path.names).await.map(get::Target::Walked);
+        }
+        let (file, info, first) = shared
+            .root
+            .walk_open_read(&path.names, O_RDONLY, u32::MAX)
+            .await?;
+        let kept = Kept {
+            qid: file.fid().qid(),
+            info: info.clone(),
+            data: first.clone(),
+        };
+        shared.cache.keep(key, kept);
+        Ok(get::Target::Read(file, Box::new(info), first))
     }
 }
