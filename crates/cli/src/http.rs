@@ -33,7 +33,7 @@ pub struct Args {
     /// Most bytes of a file read ahead of one HTTP client.
     #[arg(long, default_value_t = ninep_http::Options::default().window)]
     window: u64,
-    /// Most bytes of small files kept in memory and sent again while a
+    /// Most bytes of files kept in memory and sent again while a
     /// walk shows them unchanged (0 keeps none).
     #[arg(long, default_value_t = ninep_http::Options::default().cache_bytes)]
     cache_bytes: usize,

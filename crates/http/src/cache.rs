@@ -1,10 +1,11 @@
-//! Small files the door has sent, kept with the qid they were read under.
+//! Files the door has sent, kept with the qid they were read under.
 //!
 //! A kept file is sent again only after a walk to its name gives the same
-//! qid (path, version and type): the walk is the one 9P request of such a
-//! GET, where a file not kept takes a walk, an open, a stat, a read and a
-//! clunk. The qid is what the door's ETag is made of, so a kept file is
-//! sent exactly when a cache holding that ETag would be told 304.
+//! qid (path, version and type): a walk and the clunk of its fid, sent
+//! together, are the 9P requests of such a GET, where a file not kept
+//! takes a walk, an open, a stat, a read and a clunk. The qid is what the
+//! door's ETag is made of, so a kept file is sent exactly when a cache
+//! holding that ETag would be told 304.
 //!
 //! Synthetic files (qid.version 0) are never kept, nor files larger than
 //! one read, nor files modified within the last few seconds: a version
@@ -25,8 +26,8 @@ use ninep_client::FileInfo;
 use ninep_wire::Qid;
 use parking_lot::Mutex;
 
-/// Largest file kept.
-pub const MAX_FILE_BYTES: u64 = 64 << 10;
+/// Largest file kept: what one read brings at the default msize.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// How long a file must have stood unmodified to be kept.
 const SETTLED: Duration = Duration::from_secs(2);

@@ -5,12 +5,12 @@
 //! hyper), every HTTP client through the same 9P connection. GET and HEAD
 //! are its own ([`get`], [`listing`]): a file is one walk and one stat,
 //! answered with ranges, an ETag made from the qid and the conditional
-//! requests that depend on them ([`validators`]), small files it has sent
-//! kept and sent again while their qid holds ([`cache`]); a directory is
-//! an HTML or JSON listing. With [`Options::writable`], PUT, DELETE and MKCOL, and
-//! with [`Options::dav`] the WebDAV methods, are dav-server's, on the tree
-//! as [`dav::NinepFs`] presents it. A request path never walks outside the
-//! tree ([`path`]).
+//! requests that depend on them ([`validators`]), files it has sent kept
+//! and sent again while their qid holds ([`cache`]); a directory is an
+//! HTML or JSON listing. With [`Options::writable`], PUT, DELETE and
+//! MKCOL, and with [`Options::dav`] the WebDAV methods, are dav-server's,
+//! on the tree as [`dav::NinepFs`] presents it. A request path never walks
+//! outside the tree ([`path`]).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -64,7 +64,7 @@ pub struct Options {
     pub dav: bool,
     /// Most bytes of a file read ahead of one HTTP client.
     pub window: u64,
-    /// Most bytes of small files kept to be sent again (0 keeps none).
+    /// Most bytes of files kept to be sent again (0 keeps none).
     pub cache_bytes: usize,
     /// Limits on clients.
     pub limits: Limits,
