@@ -7,13 +7,13 @@
 //! act (a clone file makes a conversation).
 //!
 //! A file that fits in one read is read before the headers go out, so its
-//! Content-Length is what was read; a small one the door kept
-//! ([`crate::cache`]) is sent from memory once a walk shows it unchanged. A larger one is piped from a transfer
-//! (pipelined Treads, or a stream where the server speaks the extension)
-//! through a [`Piped`] body, so a slow client holds the transfer back
-//! instead of making the door buffer the file. A synthetic file (qid
-//! version 0) has no length worth believing: it is read to its end, one
-//! request at a time, and sent chunked.
+//! Content-Length is what was read; one the door kept ([`crate::cache`])
+//! is sent from memory once a walk shows it unchanged. A larger one is
+//! piped from a transfer (pipelined Treads, or a stream where the server
+//! speaks the extension) through a [`Piped`] body, so a slow client holds
+//! the transfer back instead of making the door buffer the file. A
+//! synthetic file (qid version 0) has no length worth believing: it is
+//! read to its end, one request at a time, and sent chunked.
 
 use std::io;
 use std::sync::Arc;
