@@ -403,17 +403,24 @@ impl Fid {
         Ok((File::new(fid, iounit), behind))
     }
 
-    /// The qid of the file at `names`, with no fid kept for it: a walk and
-    /// the clunk of the fid it made, in one round trip where the server
-    /// runs requests in order.
-    pub async fn walk_qid(&self, names: &[Name]) -> Result<Qid, Error> {
-        if !self.pipelines(names) {
-            return Ok(self.walk(names).await?.qid());
+    /// Whether the file at `names` may be opened with `flags`, and its qid
+    /// once opened, with no fid kept: a walk, an open and a clunk, in one
+    /// round trip where the server runs requests in order. (Not on a client
+    /// that reconnects, which answers a clunk of a fid it has not yet made
+    /// again itself while the walk goes out again.)
+    pub async fn walk_open_clunk(&self, names: &[Name], flags: u32) -> Result<Qid, Error> {
+        if !self.pipelines(names) || self.client.recovers() {
+            return Ok(self.walk_open(names, flags).await?.fid().qid());
         }
-        let inner = &self.client.inner;
-        let (fid, clunked) = self
-            .walk_pipelined(names, String::new(), |newfid| {
-                inner.call(Tclunk { fid: newfid })
+        let client = &self.client;
+        let inner = &client.inner;
+        let (fid, (opened, clunked)) = self
+            .walk_pipelined(names, String::new(), |newfid| async move {
+                tokio::join!(
+                    biased;
+                    open_fid(client, newfid, flags),
+                    inner.call(Tclunk { fid: newfid })
+                )
             })
             .await?;
         // A clunk refused beside the walk is sent again as the fid drops.
@@ -421,7 +428,8 @@ impl Fid {
             fid.live.store(false, Ordering::Relaxed);
             inner.free_fid(fid.fid);
         }
-        Ok(fid.qid)
+        let (qid, _) = opened?;
+        Ok(qid)
     }
 
     /// Walks to `names` and stats the file there, in one round trip where

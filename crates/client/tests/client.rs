@@ -8,7 +8,8 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ninep_client::{Client, Options};
 use ninep_ramfs::RamFs;
-use ninep_server::Server;
+use ninep_server::tree::{Dir, Tree};
+use ninep_server::{Filesystem, Server};
 use ninep_transport::FrameCodec;
 use ninep_wire::consts::dotl::{O_EXCL, O_RDONLY, O_RDWR};
 use ninep_wire::*;
@@ -17,8 +18,13 @@ use tokio_util::codec::FramedRead;
 
 /// A client connected to a ramfs over an in-memory stream.
 async fn ramfs(dialect: Dialect) -> Client {
+    serving(RamFs::new(), dialect).await
+}
+
+/// A client connected to `fs` over an in-memory stream.
+async fn serving(fs: impl Filesystem, dialect: Dialect) -> Client {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
-    let server = Server::new(RamFs::new());
+    let server = Server::new(fs);
     tokio::spawn(async move {
         server
             .serve_stream(Box::new(theirs), std::future::pending())
@@ -323,32 +329,32 @@ async fn a_walk_stat_goes_in_one_round_trip_where_the_server_keeps_order() {
     }
 }
 
-/// walk_qid sends the walk and the clunk of the fid it makes before any
-/// reply to a server that runs requests in order (the peer answers the
-/// clunk and holds the walk), and only the walk to one that does not say
-/// so.
+/// walk_open_clunk sends the walk, the open and the clunk of the fid the
+/// walk makes before any reply to a server that runs requests in order
+/// (the peer answers the clunk and holds the rest), and only the walk to
+/// one that does not say so.
 #[tokio::test]
-async fn a_walk_for_a_qid_clunks_in_the_same_round_trip_where_the_server_keeps_order() {
+async fn a_walk_open_clunk_goes_in_one_round_trip_where_the_server_keeps_order() {
     for ordered in [true, false] {
-        let (got, sent) = against_holding_peer(ordered, 2, |fsys| async move {
+        let (got, sent) = against_holding_peer(ordered, 3, |fsys| async move {
             let names = [Name::new("file").expect("a name")];
-            fsys.root().walk_qid(&names).await
+            fsys.root().walk_open_clunk(&names, O_RDONLY).await
         })
         .await;
         assert!(got.is_none(), "the peer holds the walk: nothing came back");
         if ordered {
-            assert_eq!(sent, ["Twalk", "Tclunk"]);
+            assert_eq!(sent, ["Twalk", "Tlopen", "Tclunk"]);
         } else {
             assert_eq!(sent, ["Twalk"]);
         }
     }
 }
 
-/// walk_qid gives the qid a walk gives and leaves no fid behind on the
-/// server: the fid number it used is free again, and taken by the next
-/// walk without complaint.
+/// walk_open_clunk gives the qid an open gives, refuses what an open
+/// refuses, and leaves no fid behind on the server: the fid number it
+/// used is free again, and taken by the next walk without complaint.
 #[tokio::test]
-async fn a_walk_for_a_qid_leaves_no_fid() {
+async fn a_walk_open_clunk_leaves_no_fid() {
     for dialect in [Dialect::L, Dialect::U, Dialect::Base] {
         let fsys = ramfs(dialect)
             .await
@@ -357,20 +363,32 @@ async fn a_walk_for_a_qid_leaves_no_fid() {
             .expect("attach");
         fsys.create("file", 0o644, O_RDWR).await.expect("create");
         let names = [Name::new("file").expect("a name")];
-        let walked = fsys.root().walk(&names).await.expect("walk").qid();
+        let opened = fsys.open("file", O_RDONLY).await.expect("open").fid().qid();
         for _ in 0..3 {
-            let qid = fsys.root().walk_qid(&names).await.expect("walk_qid");
-            assert_eq!(qid, walked, "{dialect:?}");
+            let qid = fsys.root().walk_open_clunk(&names, O_RDONLY).await;
+            assert_eq!(qid.expect("walk_open_clunk"), opened, "{dialect:?}");
         }
         let missing = [Name::new("missing").expect("a name")];
-        let err = fsys
-            .root()
-            .walk_qid(&missing)
-            .await
-            .expect_err("no such file");
-        assert_eq!(err.errno(), Errno::ENOENT, "{dialect:?}");
+        let err = fsys.root().walk_open_clunk(&missing, O_RDONLY).await;
+        assert_eq!(
+            err.expect_err("no such file").errno(),
+            Errno::ENOENT,
+            "{dialect:?}"
+        );
         let again = fsys.root().walk(&names).await.expect("walk after");
-        assert_eq!(again.qid(), walked);
+        assert_eq!(again.qid().path, opened.path);
+
+        // A file that is written only: its open for reading is refused.
+        let sink = Tree::new(Dir::new().write("sink", |_, _| Ok(())));
+        let fsys = serving(sink, dialect)
+            .await
+            .attach("glenda", "")
+            .await
+            .expect("attach");
+        let names = [Name::new("sink").expect("a name")];
+        let err = fsys.root().walk_open_clunk(&names, O_RDONLY).await;
+        assert!(err.expect_err("not readable").is_remote(), "{dialect:?}");
+        fsys.root().walk(&names).await.expect("walk after");
     }
 }
 

@@ -334,7 +334,7 @@ async fn diod_rename() {
     );
 }
 
-/// Fid::walk_open_read, Fid::walk_stat and Fid::walk_qid against diod, whose threads may
+/// Fid::walk_open_read, Fid::walk_stat and Fid::walk_open_clunk against diod, whose threads may
 /// run requests side by side: nothing goes behind a walk or an open there
 /// (a stat behind a walk of `d/f` got `d`'s attributes, and a read behind
 /// an open an unknown fid), and each file and directory comes back whole.
@@ -358,8 +358,8 @@ async fn diod_walk_open_read() {
         let (fid, info) = fsys.root().walk_stat(&names).await.unwrap();
         assert_eq!(info.size, 9);
         assert!(!info.is_dir() && info.qid.path == fid.qid().path);
-        let qid = fsys.root().walk_qid(&names).await.unwrap();
-        assert_eq!(qid, fid.qid());
+        let qid = fsys.root().walk_open_clunk(&names, O_RDONLY).await.unwrap();
+        assert_eq!(qid.path, fid.qid().path);
         let names = [Name::new("d").unwrap()];
         let (dir, info, _) = fsys
             .root()

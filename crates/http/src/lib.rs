@@ -106,6 +106,9 @@ impl Default for Limits {
     }
 }
 
+/// Methods other than GET and HEAD that change nothing in the tree.
+const CHANGES_NOTHING: [&str; 2] = ["OPTIONS", "PROPFIND"];
+
 /// How long a connection may take to send its request headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -257,13 +260,10 @@ impl Door {
             return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
         }
         let max = usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX);
-        let changes = ![
-            Method::OPTIONS,
-            Method::from_bytes(b"PROPFIND").expect("a method"),
-        ]
-        .contains(req.method());
+        let changes = shared.options.writable && !CHANGES_NOTHING.contains(&req.method().as_str());
         let req = req.map(|body| Limited::new(body, max).map_err(io::Error::other));
         let res = shared.dav.handle(req).await.map(BodyExt::boxed_unsync);
+        // What the tree held may have changed under the names kept.
         if changes {
             shared.cache.clear();
         }
@@ -308,8 +308,8 @@ impl Door {
         get::file(req, name, target, shared.options.window).await
     }
 
-    /// The file at `path` as far as `req` needs it: kept, if a walk shows
-    /// the file the door kept unchanged; else walked to, and for a GET
+    /// The file at `path` as far as `req` needs it: kept, if it opens with
+    /// the qid the door kept it under; else walked to, and for a GET
     /// sure to send it from its start opened, stat'ed and its first piece
     /// read, and kept if it is worth keeping.
     async fn reach(
@@ -320,12 +320,14 @@ impl Door {
         let shared = &self.shared;
         let key = path.joined();
         if let Some(kept) = shared.cache.get(&key) {
-            let walked = shared.root.walk_qid(&path.names).await;
-            if walked.as_ref().is_ok_and(|qid| *qid == kept.qid) {
+            // Opened as a GET of it would be: a permission taken away
+            // shows though the qid holds.
+            let opened = shared.root.walk_open_clunk(&path.names, O_RDONLY).await;
+            if opened.as_ref().is_ok_and(|qid| *qid == kept.qid) {
                 return Ok(get::Target::Kept(kept));
             }
             shared.cache.forget(&key);
-            walked?;
+            opened?;
         }
         if !get::sends_from_the_start(req) {
             return shared.root.walk(&path.names).await.map(get::Target::Walked);

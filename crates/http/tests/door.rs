@@ -1,13 +1,13 @@
 //! The door in this process, on servers in this process, spoken to over
 //! real sockets: synthetic files are sent chunked with no validators, a
-//! small file is sent again from memory only while its qid holds, and a
+//! file is sent again from memory only while its qid holds and it opens, and a
 //! client that stops reading holds the door's reading to a bounded
 //! amount, however large the file.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,8 +16,9 @@ use ninep_client::{Client, Fid, Fsys, Mode, Options, SetAttr, SetTime, Transfer}
 use ninep_http::Door;
 use ninep_ramfs::RamFs;
 use ninep_server::tree::{Dir, Tree};
-use ninep_server::{Filesystem, Server};
+use ninep_server::{Attr, Cx, Filesystem, Opened, Server, Time, User};
 use ninep_wire::consts::dotl::{O_RDWR, O_TRUNC};
+use ninep_wire::{Name, Qid, QidType};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
@@ -264,6 +265,119 @@ async fn small_files_are_sent_again_while_their_qid_holds() {
     fsys.remove("page").await.unwrap();
     let (status, ..) = get("").await;
     assert_eq!(status, "404");
+}
+
+/// A root holding one file, `page`, whose qid never changes and whose
+/// opens are refused while `refuse` is set: a permission taken away with
+/// no new version, as chmod does on a server whose versions come from
+/// modification times.
+#[derive(Clone, Default)]
+struct Guarded {
+    refuse: Arc<AtomicBool>,
+}
+
+const GUARDED: &[u8] = b"read under a qid that never changes";
+
+impl Guarded {
+    fn qid(page: bool) -> Qid {
+        if page {
+            Qid {
+                ty: QidType::FILE,
+                version: 7,
+                path: 1,
+            }
+        } else {
+            Qid {
+                ty: QidType::DIR,
+                version: 1,
+                path: 0,
+            }
+        }
+    }
+}
+
+impl Filesystem for Guarded {
+    /// True for the page, false for the root.
+    type File = bool;
+
+    async fn attach(&self, _: &User) -> ninep_server::Result<(bool, Qid)> {
+        Ok((false, Guarded::qid(false)))
+    }
+
+    async fn walk(&self, _: &Cx, dir: &bool, name: &Name) -> ninep_server::Result<(bool, Qid)> {
+        if *dir || name.as_str() != "page" {
+            return Err(ninep_server::Error::not_found());
+        }
+        Ok((true, Guarded::qid(true)))
+    }
+
+    async fn getattr(&self, _: &Cx, file: &bool) -> ninep_server::Result<Attr> {
+        let hour_ago = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            - 3600;
+        Ok(Attr {
+            qid: Guarded::qid(*file),
+            mode: if *file { 0o100644 } else { 0o40755 },
+            size: if *file { GUARDED.len() as u64 } else { 0 },
+            mtime: Time {
+                sec: hour_ago,
+                nsec: 0,
+            },
+            ..Attr::default()
+        })
+    }
+
+    async fn open(&self, _: &Cx, file: &mut bool, _: u32) -> ninep_server::Result<Opened> {
+        if *file && self.refuse.load(SeqCst) {
+            return Err(ninep_server::Error::access());
+        }
+        Ok(Opened {
+            qid: Guarded::qid(*file),
+            iounit: 0,
+        })
+    }
+
+    async fn read(&self, _: &Cx, _: &bool, offset: u64, count: u32) -> ninep_server::Result<Bytes> {
+        let from = (offset as usize).min(GUARDED.len());
+        let to = (from + count as usize).min(GUARDED.len());
+        Ok(Bytes::from_static(&GUARDED[from..to]))
+    }
+}
+
+/// A kept file whose open is refused, its qid unchanged, is refused as a
+/// GET of a file not kept would be, and sent again once its open is
+/// allowed.
+#[tokio::test]
+async fn a_kept_file_is_refused_once_its_open_is() {
+    let fs = Guarded::default();
+    let refuse = fs.refuse.clone();
+    let (fsys, _) = attach(fs).await;
+    let addr = open(fsys, ninep_http::Options::default()).await;
+    let get = || {
+        exchange(
+            addr,
+            "GET /page HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+    };
+    let body = String::from_utf8_lossy(GUARDED).into_owned();
+    for _ in 0..2 {
+        let reply = get().await;
+        assert!(
+            reply.starts_with("HTTP/1.1 200 ") && reply.ends_with(&body),
+            "{reply}"
+        );
+    }
+    refuse.store(true, SeqCst);
+    let reply = get().await;
+    assert!(reply.starts_with("HTTP/1.1 403 "), "{reply}");
+    refuse.store(false, SeqCst);
+    let reply = get().await;
+    assert!(
+        reply.starts_with("HTTP/1.1 200 ") && reply.ends_with(&body),
+        "{reply}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
