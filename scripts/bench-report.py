@@ -391,8 +391,9 @@ if ran("mux"):
 if ran("http"):
     R.h(2, "Hickey: the web server on the mux, Figures 13-14")
     R.p("`ninep http` in front of `ninep serve` directly (over loopback TCP and over a "
-        "Unix socket) and through a mux of its own (a "
-        "namespace file mounting the server), beside nginx serving the same directory, "
+        "Unix socket) and through a mux of its own (a namespace file whose root is a union "
+        "of two servers, one holding the small file and the other the large one), beside "
+        "nginx serving the same directory, "
         "measured by wrk on loopback, keep-alive. Hickey served a Zipf mix of files by "
         "fork-per-request httpd and his mux-based uhttpd: \"for 64 clients, the latency of "
         "uhttpd is 18% worse than httpd\" in memory; his Figure 14 is the distribution of "
