@@ -398,8 +398,8 @@ if ran("http"):
         "fork-per-request httpd and his mux-based uhttpd: \"for 64 clients, the latency of "
         "uhttpd is 18% worse than httpd\" in memory; his Figure 14 is the distribution of "
         "response times at 32 clients, given here as wrk's percentiles. nginx is the "
-        "baseline. The door keeps files it has sent and sends one again once a walk "
-        "shows its qid unchanged; ninep-http-nothing-kept is the same door keeping "
+        "baseline. The door keeps files it has sent and sends one again once it opens "
+        "by its name with its qid unchanged; ninep-http-nothing-kept is the same door keeping "
         "nothing, reading every file anew; nginx-front is nginx in front of nginx.")
     rows = figures("http", "http.csv")
     if rows is not None:
