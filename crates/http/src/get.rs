@@ -8,7 +8,7 @@
 //!
 //! A file that fits in one read is read before the headers go out, so its
 //! Content-Length is what was read; one the door kept ([`crate::cache`])
-//! is sent from memory once a walk shows it unchanged. A larger one is
+//! is sent from memory once it opens unchanged. A larger one is
 //! piped from a transfer (pipelined Treads, or a stream where the server
 //! speaks the extension) through a [`Piped`] body, so a slow client holds
 //! the transfer back instead of making the door buffer the file. A
@@ -37,7 +37,8 @@ pub enum Target {
     /// Walked to, opened for reading, stat'ed, and the data at offset 0
     /// read.
     Read(File, Box<FileInfo>, Bytes),
-    /// Kept by the door, and walked to with the qid it was kept under.
+    /// Kept by the door, and opened by its name with the qid it was kept
+    /// under.
     Kept(Arc<Kept>),
 }
 
