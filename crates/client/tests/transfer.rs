@@ -604,3 +604,37 @@ async fn a_read_where_the_last_one_asked_ended_reads_ahead() {
     let requests = fsys.client().requests() - before;
     assert!(requests < 16, "{requests} requests for 64 reads");
 }
+
+/// An opener that knows the file's qid and type spares the stat: reading
+/// in order, the transfer starts at the second read instead of after a
+/// stat and a read beside it. One that knows the file is no regular file
+/// never reads ahead: a plain read for each read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_ahead_that_knows_the_file_starts_without_a_stat() {
+    let fsys = serve(Flaky::new(), Dialect::L).await;
+    let piece = 8192u32;
+    let data = pattern(64 * piece as usize);
+    write_file(&fsys, "f", &data).await;
+    let file = std::sync::Arc::new(fsys.open("f", O_RDONLY).await.unwrap());
+    // The requests that reading the file in order, a piece at a time,
+    // takes through `ahead`.
+    let requests = async |ahead: ninep_client::ReadAhead| {
+        let before = fsys.client().requests();
+        for i in 0..64u32 {
+            let got = ahead.read(&file, u64::from(i * piece), piece, false).await;
+            let at = (i * piece) as usize;
+            assert_eq!(got.unwrap(), data[at..at + piece as usize], "piece {i}");
+        }
+        ahead.stop().await;
+        fsys.client().requests() - before
+    };
+    let learnt = requests(ninep_client::ReadAhead::new(1 << 20)).await;
+    let qid = file.fid().qid();
+    let known = requests(ninep_client::ReadAhead::knowing(1 << 20, qid, true)).await;
+    assert!(
+        known + 2 <= learnt,
+        "{known} requests knowing the file, {learnt} learning it"
+    );
+    let refused = requests(ninep_client::ReadAhead::knowing(1 << 20, qid, false)).await;
+    assert_eq!(refused, 64);
+}

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use fuser::{Config, Errno as KernelErrno, MountOption, SessionACL};
+use fuser::{Config, Errno as KernelErrno, FileType, MountOption, SessionACL};
 use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, WriteBehind};
 use ninep_wire::{Dialect, Errno, Name};
 use parking_lot::{Mutex, MutexGuard};
@@ -410,12 +410,19 @@ impl Inner {
     fn add_handle(&self, file: File, ino: u64, user: u32, exact: bool, write_behind: bool) -> u64 {
         let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
         let read_ahead = if exact { 0 } else { self.read_ahead };
+        // The file's type is known from its lookup: whether it may be read
+        // ahead then needs no stat.
+        let kind = self.nodes().given_attr(ino).map(|attr| attr.kind);
+        let ahead = match kind {
+            Some(kind) => ReadAhead::knowing(read_ahead, file.qid(), kind == FileType::RegularFile),
+            None => ReadAhead::new(read_ahead),
+        };
         let handle = Handle {
             file: Arc::new(file),
             ino,
             user,
             exact,
-            ahead: ReadAhead::new(read_ahead),
+            ahead,
             behind: write_behind.then(|| WriteBehind::new(WRITE_BEHIND)),
             listing: tokio::sync::Mutex::new(Vec::new()),
         };
