@@ -17,12 +17,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ninep_wire::{Qid, QidType};
 use tokio::sync::{Mutex, mpsc};
 
 use crate::error::Error;
 use crate::file::File;
 use crate::transfer::{Transfer, offsets_are_stable};
-use ninep_wire::{Qid, QidType};
 
 /// Pieces read ahead and not yet asked for.
 const QUEUED: usize = 4;
