@@ -54,8 +54,14 @@ pub struct Kept {
 impl Kept {
     /// Bytes counted for this file kept under `name`.
     fn bytes(&self, name: &str) -> usize {
-        self.data.len() + name.len() + self.info.name.len() + ENTRY_BYTES
+        counted(name, &self.info, self.data.len())
     }
+}
+
+/// Bytes counted for a file of `len` bytes with attributes `info` kept
+/// under `name`.
+fn counted(name: &str, info: &FileInfo, len: usize) -> usize {
+    len + name.len() + info.name.len() + ENTRY_BYTES
 }
 
 /// The files kept, under a budget of bytes.
@@ -92,27 +98,30 @@ impl Cache {
         Some(kept)
     }
 
-    /// Keeps `kept` under `name` if it is a file worth keeping: one with a
-    /// version, small, and not modified just now.
-    pub fn keep(&self, name: String, kept: Kept) {
-        let worth = kept.qid.version != 0
-            && !kept.qid.ty.is_dir()
-            && kept.info.qid == kept.qid
-            && kept.data.len() as u64 == kept.info.size
-            && kept.info.size <= MAX_FILE_BYTES
-            && settled(kept.info.mtime)
-            && kept.bytes(&name) <= self.budget / 2;
+    /// Keeps the file read under `name` (its qid `qid`, attributes `info`
+    /// and data `data`) if it is worth keeping: one with a version, read
+    /// whole, small, and not modified just now. Nothing is copied unless
+    /// it is.
+    pub fn keep(&self, name: &str, qid: Qid, info: &FileInfo, data: &Bytes) {
+        let worth = qid.version != 0
+            && !qid.ty.is_dir()
+            && info.qid == qid
+            && data.len() as u64 == info.size
+            && info.size <= MAX_FILE_BYTES
+            && settled(info.mtime)
+            && counted(name, info, data.len()) <= self.budget / 2;
         if !worth {
             return;
         }
-        // Its own copy: the bytes read may share a buffer far larger.
         let kept = Kept {
-            data: Bytes::copy_from_slice(&kept.data),
-            ..kept
+            qid,
+            info: info.clone(),
+            // Its own copy: the bytes read may share a buffer far larger.
+            data: Bytes::copy_from_slice(data),
         };
         self.generations
             .lock()
-            .insert_young(name, Arc::new(kept), self.budget);
+            .insert_young(name.to_owned(), Arc::new(kept), self.budget);
     }
 
     /// Forgets the file under `name`.
@@ -160,6 +169,10 @@ mod tests {
     use super::*;
     use ninep_wire::QidType;
 
+    fn keep(cache: &Cache, name: &str, kept: Kept) {
+        cache.keep(name, kept.qid, &kept.info, &kept.data);
+    }
+
     /// A settled file of `len` bytes at qid path `path`.
     fn file(path: u64, len: usize) -> Kept {
         let qid = Qid {
@@ -186,18 +199,18 @@ mod tests {
         let mut synthetic = file(1, 10);
         synthetic.qid.version = 0;
         synthetic.info.qid.version = 0;
-        cache.keep("synthetic".into(), synthetic);
+        keep(&cache, "synthetic", synthetic);
         let mut fresh = file(2, 10);
         fresh.info.mtime = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        cache.keep("fresh".into(), fresh);
+        keep(&cache, "fresh", fresh);
         let mut partial = file(3, 10);
         partial.info.size = 20;
-        cache.keep("partial".into(), partial);
-        cache.keep("large".into(), file(4, MAX_FILE_BYTES as usize + 1));
-        cache.keep("kept".into(), file(5, 10));
+        keep(&cache, "partial", partial);
+        keep(&cache, "large", file(4, MAX_FILE_BYTES as usize + 1));
+        keep(&cache, "kept", file(5, 10));
         for name in ["synthetic", "fresh", "partial", "large"] {
             assert!(cache.get(name).is_none(), "{name} was kept");
         }
@@ -222,7 +235,7 @@ mod tests {
         let budget = 16 * (LEN + ENTRY_BYTES + 8);
         let cache = Cache::new(budget);
         for i in 0..200u64 {
-            cache.keep(format!("f{i}"), file(i, LEN));
+            keep(&cache, &format!("f{i}"), file(i, LEN));
             let held = held(&cache);
             assert!(
                 held <= budget,
@@ -238,7 +251,7 @@ mod tests {
         assert!(held(&cache) >= budget / 4, "too little kept");
         // One file asked for all along stays.
         for i in 200..400u64 {
-            cache.keep(format!("f{i}"), file(i, LEN));
+            keep(&cache, &format!("f{i}"), file(i, LEN));
             assert!(cache.get("f199").is_some(), "f199 went at f{i}");
         }
     }

@@ -49,7 +49,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub use body::Body;
-use cache::{Cache, Kept};
+use cache::Cache;
 use path::RequestPath;
 use status::{failed, plain};
 
@@ -336,12 +336,7 @@ impl Door {
             .root
             .walk_open_read(&path.names, O_RDONLY, u32::MAX)
             .await?;
-        let kept = Kept {
-            qid: file.fid().qid(),
-            info: info.clone(),
-            data: first.clone(),
-        };
-        shared.cache.keep(key, kept);
+        shared.cache.keep(&key, file.fid().qid(), &info, &first);
         Ok(get::Target::Read(file, Box::new(info), first))
     }
 }
