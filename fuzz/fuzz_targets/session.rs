@@ -1074,6 +1074,13 @@ struct Scene {
 
 const SECRET: &[u8] = b"SECRET";
 
+/// A scene leaves nothing in /tmp once the run is over.
+impl Drop for Scene {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 impl Scene {
     fn new(backend: Backend) -> Scene {
         static BASE: OnceLock<PathBuf> = OnceLock::new();

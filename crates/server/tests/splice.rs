@@ -86,6 +86,8 @@ fn host_backed_within(
         }
         None => std::fs::File::open(&dir).unwrap().into(),
     };
+    // The open descriptor keeps what it names; nothing stays in /tmp.
+    std::fs::remove_dir_all(&dir).unwrap();
     let reads = Arc::new(AtomicUsize::new(0));
     let fs = HostBacked {
         tree: Tree::new(Dir::new().file("big", contents())),
