@@ -539,7 +539,8 @@ async fn a_browser_loads_a_listing_a_file_and_json() {
         "{page}"
     );
 
-    let shot = std::env::temp_dir().join(format!("ninep-http-listing-{}.png", std::process::id()));
+    // Kept for a look, in the build's scratch directory rather than /tmp.
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ninep-http-listing.png");
     let (mut cmd, url) = browse("shot", format!("{}/", door.url));
     let out = cmd
         .arg(format!("--screenshot={}", shot.display()))

@@ -171,7 +171,8 @@ async fn a_mux_proves_its_user_to_diod_and_to_ours() {
     let socket = munged.socket();
     let socket = socket.to_str().unwrap();
     for (addr, aname) in [(diod.addr(), diod.aname()), (ours.clone(), "")] {
-        let nsfile = std::env::temp_dir().join(format!("ninep-munge-mux-{}.ns", port(&addr)));
+        let nsfile = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("ninep-munge-mux-{}.ns", port(&addr)));
         std::fs::write(&nsfile, format!("mount {addr} /n {aname}\n")).unwrap();
         let nsfile = nsfile.to_str().unwrap();
         let mux = ["mux", nsfile, "--uname", "root", "--n-uname", "0"];
