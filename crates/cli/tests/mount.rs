@@ -159,3 +159,72 @@ async fn server_permissions_need_a_single_attach() {
     let _ = server.kill().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `scripts/fuse-latency` counts the requests the kernel sent the one
+/// mount it is given, none of another mount's, and passes on how its
+/// command ended.
+#[tokio::test]
+async fn fuse_latency_counts_its_mounts_requests_alone() {
+    let (dir, mnt, addr) = scene("latency");
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut server = serve_ramfs(&dir.join("sock")).await;
+    let mut mounts = Vec::new();
+    for at in [&mnt, &other] {
+        let mount = Command::new(NINEP)
+            .args(["mount", "-a", &addr, "--uname", "root", "--n-uname", "0"])
+            .args(["--cache", "loose"])
+            .arg(at)
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        until("the mount", || is_mounted(at)).await;
+        mounts.push(mount);
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/fuse-latency");
+    // Files made through both mounts: only those through the first count.
+    let work = format!(
+        "for i in $(seq 20); do : > {0}/a$i; : > {1}/b$i; : > {1}/c$i; done",
+        mnt.display(),
+        other.display()
+    );
+    let out = Command::new(script)
+        .arg(&mnt)
+        .args(["sh", "-c", &work])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let count = |request: &str| {
+        said.lines()
+            .find(|line| line.split_whitespace().next() == Some(request))
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    assert_eq!(count("CREATE"), Some(20), "{said}");
+    assert!(count("all").is_some_and(|all| all >= 20), "{said}");
+    let failed = Command::new(script)
+        .arg(&mnt)
+        .arg("false")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(1));
+    for at in [&mnt, &other] {
+        let _ = std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg(at)
+            .status();
+    }
+    for mut mount in mounts {
+        let _ = tokio::time::timeout(Duration::from_secs(10), mount.wait()).await;
+    }
+    let _ = server.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
