@@ -119,7 +119,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         read_ahead: args.read_ahead,
         permissions: args.permissions,
     };
-    let session = ninep_fuse::mount(fsys, &mountpoint, &options)
+    let mount = ninep_fuse::mount(fsys, &mountpoint, &options)
         .with_context(|| format!("mount on {}", args.mountpoint.display()))?;
     if args.detached {
         println!("mounted");
@@ -146,8 +146,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             }
         }
     }
-    // Dropping the session unmounts, if fusermount3 -u has not already.
-    drop(session);
+    // Unmounts, if fusermount3 -u has not already, and sends what the
+    // kernel left with the mount.
+    mount.unmount().await;
     Ok(ExitCode::SUCCESS)
 }
 

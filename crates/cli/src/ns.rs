@@ -98,7 +98,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         }
         None => Vec::new(),
     };
-    let mut sessions = Vec::new();
+    let mut mounts = Vec::new();
     for entry in entries {
         match entry {
             Entry::Mount {
@@ -120,7 +120,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                 };
                 let fsys = attach(&args.client, &addr, &who, Options::default(), None).await?;
                 let source = format!("ninep:{addr}");
-                let session = ninep_fuse::mount(
+                let mount = ninep_fuse::mount(
                     fsys,
                     Path::new(&old),
                     &ninep_fuse::Options {
@@ -130,7 +130,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                     },
                 )
                 .with_context(|| format!("mount {addr} on {old}"))?;
-                sessions.push(session);
+                mounts.push(mount);
             }
             Entry::Bind { new, old, .. } => bind(Path::new(&new), Path::new(&old))?,
             Entry::Unmount { .. } => unreachable!("refused by parse"),
@@ -147,7 +147,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         .await
         .with_context(|| command[0].clone())?;
     // Unmount before the name space goes.
-    drop(sessions);
+    for mount in mounts {
+        mount.unmount().await;
+    }
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(code.clamp(1, 255) as u8),

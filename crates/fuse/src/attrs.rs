@@ -2,12 +2,14 @@
 //! kernel's terms and changed at its request, symbolic links read, the
 //! file system's figures.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
 use ninep_client::{Fid, FileInfo, FsStats, SetAttr, SetTime};
 use ninep_wire::consts::unix;
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid};
+use tokio::sync::watch;
 
 use crate::{Conn, Handle, Inner, KernelErrno, PAGE, errno, fail};
 
@@ -119,8 +121,10 @@ impl Inner {
         user: u32,
     ) -> Result<FileAttr, KernelErrno> {
         // The name may be of a file being written: the attributes must
-        // include what was written.
+        // include what was written, and the times it was given.
         self.settle_writes(|_, _| true).await;
+        let named = self.nodes().ino_at(parent, name);
+        self.settle_times(|ino| Some(ino) == named).await;
         let dir = self.fid(parent, user).await?;
         let names = std::slice::from_ref(name);
         // A name looked up again usually names the same file still: its
@@ -175,6 +179,7 @@ impl Inner {
     ) -> Result<FileAttr, KernelErrno> {
         // The server's size and times must include every write made.
         self.settle_writes(|_, h| h.ino == ino).await;
+        self.settle_times(|other| other == ino).await;
         // Under loose caching, as trusted as the kernel may trust them.
         if let Some(attr) = self.nodes().fresh(ino, self.ttl) {
             return Ok(attr);
@@ -222,7 +227,7 @@ impl Inner {
     /// Makes the changes `set` to `ino`, through the open file `fh` if
     /// given, and answers with the attributes after.
     pub async fn set_attr(
-        &self,
+        self: &Arc<Self>,
         ino: u64,
         fh: Option<u64>,
         user: u32,
@@ -237,6 +242,8 @@ impl Inner {
             ctime: false,
             ..set.clone()
         } == SetAttr::default();
+        // Times being set behind come first: a caller's own come after them.
+        self.settle_times(|other| other == ino).await;
         self.settle_writes(|_, h| h.ino == ino).await;
         if set.size.is_some() {
             self.forget_read_ahead(ino).await;
@@ -246,7 +253,8 @@ impl Inner {
         // (diod, after a rename).
         let by_handle = match fh.map(|fh| self.handle(fh)) {
             Some(Ok(h)) if times_only && self.cache.writes_back() => {
-                self.times_after_writeback(ino, &h, &set).await
+                self.set_times_behind(ino, h, user, set.clone());
+                Ok(())
             }
             Some(Ok(h)) => h.file.fid().setattr(&set).await.map_err(errno),
             _ => Err(fail(Errno::ENOENT)),
@@ -273,6 +281,36 @@ impl Inner {
         let mut nodes = self.nodes();
         nodes.times_set(ino, set.atime.map(system_time), set.mtime.map(system_time));
         nodes.fresh(ino, self.ttl)
+    }
+
+    /// Sets the kernel's own times of a file it wrote back in the
+    /// background: they come between the writes at close and the close
+    /// itself, which need not wait for them (see [`crate::Cache::Loose`]).
+    fn set_times_behind(self: &Arc<Self>, ino: u64, h: Arc<Handle>, user: u32, set: SetAttr) {
+        let (setting, done) = watch::channel(());
+        let mine = done.clone();
+        self.times_behind.lock().insert(ino, done);
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let mut set_times = inner.times_after_writeback(ino, &h, &set).await;
+            if set_times == Err(fail(Errno::ENOENT)) {
+                set_times = match inner.fid(ino, user).await {
+                    Ok(fid) => fid.setattr(&set).await.map_err(errno),
+                    Err(e) => Err(e),
+                };
+            }
+            if let Err(e) = set_times {
+                tracing::warn!("the times of inode {ino}, written back, were not set: {e:?}");
+            }
+            let mut behind = inner.times_behind.lock();
+            if behind
+                .get(&ino)
+                .is_some_and(|done| done.same_channel(&mine))
+            {
+                behind.remove(&ino);
+            }
+            drop(setting);
+        });
     }
 
     /// Sets the kernel's own times of a file it wrote back, through its

@@ -65,6 +65,8 @@ impl Inner {
     /// Opens `ino` for `user` with (9P2000.L) open flags `flags`.
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, KernelErrno> {
         let flags = server_flags(flags);
+        // The qid.version the open gives must be the one after its times.
+        self.settle_times(|other| other == ino).await;
         if flags & dotl::O_TRUNC != 0 {
             // Its size and times, and maybe its set-id bits, change, and
             // what was read ahead of it is gone.
@@ -180,6 +182,7 @@ impl Inner {
         let h = self.handle(fh)?;
         let len = data.len() as u32;
         self.forget_read_ahead(ino).await;
+        self.settle_times(|other| other == ino).await;
         match &h.behind {
             Some(behind) => {
                 // Writes through other open files go first, as they were made.
@@ -216,6 +219,7 @@ impl Inner {
     pub async fn fsync(&self, fh: u64, datasync: bool) -> Result<(), KernelErrno> {
         self.flush_writes(fh).await?;
         let h = self.handle(fh)?;
+        self.settle_times(|ino| ino == h.ino).await;
         h.file.fsync(datasync).await.map_err(errno)
     }
 }

@@ -35,7 +35,7 @@ mod nodes;
 mod readahead;
 mod xattrs;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,6 +45,7 @@ use fuser::{Config, Errno as KernelErrno, FileType, MountOption, SessionACL};
 use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, WriteBehind};
 use ninep_wire::{Dialect, Errno, Name};
 use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::watch;
 
 use handles::{Handle, Handles};
 use nodes::{Nodes, ROOT};
@@ -63,7 +64,11 @@ pub enum Cache {
     /// (as sshfs does); writes go to the page cache and reach the server
     /// on writeback, fsync and close, which report their errors. The
     /// kernel then keeps sizes and times of regular files itself: changes
-    /// made by others are seen once the kernel forgets the file. A file
+    /// made by others are seen once the kernel forgets the file. The times
+    /// it keeps of a file written back reach the server just after close
+    /// returns, before anything else this mount asks of that file, and by
+    /// the end of fsync; the server's own times moved with the writes, so
+    /// a failure to set them is logged, not returned. A file
     /// written back keeps its pages at its next open if it is still at
     /// the qid.version it had just after, so a change made by another
     /// client while it was open here for writing is missed there too.
@@ -154,14 +159,33 @@ impl Default for Options {
     }
 }
 
+/// A mounted tree. Dropping it unmounts; [`Mount::unmount`] also waits for
+/// what the mount still has to tell the server.
+pub struct Mount {
+    session: fuser::BackgroundSession,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Mount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mount").finish_non_exhaustive()
+    }
+}
+
+impl Mount {
+    /// Unmounts, if nobody has yet, and returns once the server has what
+    /// the kernel left with the mount: the times of files it wrote back as
+    /// it went.
+    pub async fn unmount(self) {
+        drop(self.session);
+        self.inner.settle_times(|_| true).await;
+    }
+}
+
 /// Mounts `fsys` at `mountpoint`. The mount lasts as long as the returned
-/// session; dropping it unmounts. Must be called within a tokio runtime,
-/// which then serves the mount.
-pub fn mount(
-    fsys: Fsys,
-    mountpoint: &Path,
-    options: &Options,
-) -> std::io::Result<fuser::BackgroundSession> {
+/// [`Mount`]. Must be called within a tokio runtime, which then serves the
+/// mount.
+pub fn mount(fsys: Fsys, mountpoint: &Path, options: &Options) -> std::io::Result<Mount> {
     let client = fsys.client().clone();
     let dialect = client.dialect();
     let uid = match &options.access {
@@ -196,13 +220,15 @@ pub fn mount(
         next_handle: AtomicU64::new(1),
         locked: Mutex::new(HashSet::new()),
         no_caps: Mutex::new(HashSet::new()),
+        times_behind: Mutex::new(HashMap::new()),
         cache: options.cache,
         ttl: options.cache.ttl(),
         access: options.access.clone(),
         read_ahead: options.read_ahead,
     };
+    let inner = Arc::new(inner);
     let fs = fs::NinepFs {
-        inner: Arc::new(inner),
+        inner: inner.clone(),
         runtime,
     };
     let mut config = Config::default();
@@ -218,7 +244,7 @@ pub fn mount(
     }
     let session = fuser::spawn_mount(fs, mountpoint, &config)?;
     readahead::widen(mountpoint, fs::MAX_IO / 1024);
-    Ok(session)
+    Ok(Mount { session, inner })
 }
 
 /// Most bytes of one open file's writes in flight in the background.
@@ -275,6 +301,9 @@ struct Inner {
     locked: Mutex<HashSet<(u64, u64)>>,
     /// Inodes known to have no security.capability attribute.
     no_caps: Mutex<HashSet<u64>>,
+    /// Inodes whose times the kernel kept are being set in the background
+    /// (under loose caching): each is done once its sender is dropped.
+    times_behind: Mutex<HashMap<u64, watch::Receiver<()>>>,
     cache: Cache,
     ttl: Duration,
     access: Access,
@@ -440,6 +469,22 @@ impl Inner {
                 behind.settle().await;
             }
             self.handles.lock().settled(fh);
+        }
+    }
+
+    /// Waits for the times being set in the background on the inodes
+    /// `which` picks, so that what is asked of the server next comes after.
+    async fn settle_times(&self, which: impl Fn(u64) -> bool) {
+        let pending: Vec<_> = self
+            .times_behind
+            .lock()
+            .iter()
+            .filter(|(ino, _)| which(**ino))
+            .map(|(_, done)| done.clone())
+            .collect();
+        for mut done in pending {
+            // Fails once the setting is over: what is waited for.
+            let _ = done.changed().await;
         }
     }
 

@@ -94,6 +94,10 @@ impl Inner {
         user: u32,
         dir_only: bool,
     ) -> Result<(), KernelErrno> {
+        // Times set behind go to the file they were for, whichever way
+        // the server's fids name it.
+        let named = self.nodes().ino_at(parent, name);
+        self.settle_times(|ino| Some(ino) == named).await;
         let dir = self.fid(parent, user).await?;
         dir.unlink_at(name.as_str(), dir_only)
             .await
@@ -117,6 +121,14 @@ impl Inner {
         newname: &Name,
         user: u32,
     ) -> Result<(), KernelErrno> {
+        let named = {
+            let nodes = self.nodes();
+            [
+                nodes.ino_at(parent, oldname),
+                nodes.ino_at(newparent, newname),
+            ]
+        };
+        self.settle_times(|ino| named.contains(&Some(ino))).await;
         let from = self.fid(parent, user).await?;
         let to = self.fid(newparent, user).await?;
         from.rename_at(oldname, &to, newname).await.map_err(errno)?;

@@ -148,10 +148,14 @@ impl Nodes {
         self.by_ino.get(&ino)?.fids.get(&uid).cloned()
     }
 
+    /// The inode of the file last found as `name` in `parent`.
+    pub fn ino_at(&self, parent: u64, name: &Name) -> Option<u64> {
+        self.by_place.get(&(parent, name.clone())).copied()
+    }
+
     /// The fid `uid` keeps on the file last found as `name` in `parent`.
     pub fn fid_at(&self, parent: u64, name: &Name, uid: u32) -> Option<Arc<Fid>> {
-        let ino = self.by_place.get(&(parent, name.clone()))?;
-        self.fid(*ino, uid)
+        self.fid(self.ino_at(parent, name)?, uid)
     }
 
     /// The names that lead from the root to `ino`, if they are all known.

@@ -23,7 +23,7 @@ pub async fn serve(fs: impl Filesystem, addr: &Addr) {
 /// mount if the session's own unmount left it (busy at that moment), so
 /// that no test leaves a mount behind.
 pub struct Mounted {
-    session: Option<fuser::BackgroundSession>,
+    session: Option<ninep_fuse::Mount>,
     mnt: PathBuf,
 }
 
