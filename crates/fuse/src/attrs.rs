@@ -120,6 +120,9 @@ impl Inner {
         name: &Name,
         user: u32,
     ) -> Result<FileAttr, KernelErrno> {
+        if self.nodes().absent(parent, name, self.ttl) {
+            return Err(fail(Errno::ENOENT));
+        }
         // The name may be of a file being written: the attributes must
         // include what was written, and the times it was given.
         self.settle_writes(|_, _| true).await;

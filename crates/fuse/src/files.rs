@@ -103,19 +103,25 @@ impl Inner {
         user: u32,
         perm: u32,
         gid: u32,
-        flags: u32,
+        asked: u32,
     ) -> Result<(FileAttr, Opened), KernelErrno> {
-        let mut flags = server_flags(flags);
+        let mut flags = server_flags(asked);
         if self.cache.writes_back() {
             flags = writeback_flags(flags);
         }
         let dir = self.fid(parent, user).await?;
         // The clone of the directory's fid, the create on it and the stat
         // of the new file go together where the server keeps their order.
-        let (file, info) = dir
-            .create_beside(name.as_str(), perm, flags, gid)
-            .await
-            .map_err(errno)?;
+        let created = dir.create_beside(name.as_str(), perm, flags, gid).await;
+        let (file, info) = match created {
+            // Made meanwhile by another client, where it was not there a
+            // moment ago or was taken to be absent.
+            Err(e) if e.errno() == Errno::EEXIST => {
+                self.nodes().not_whole(parent);
+                return self.open_made_meanwhile(parent, name, user, asked).await;
+            }
+            created => created.map_err(errno)?,
+        };
         // The new file's inode gets a walked fid only when one is needed:
         // most files written and closed are next removed by name, or
         // opened, which walks anyway.
@@ -132,6 +138,32 @@ impl Inner {
         let behind = self.writes_behind(file.qid(), flags, exact);
         let fh = self.add_handle(file, ino, user, exact, behind);
         Ok((attr, Opened { fh, flags: fopen }))
+    }
+
+    /// Opens `name` in `parent`, a create with open flags `asked` having
+    /// found it there: a regular file is opened, as the create would have
+    /// if the kernel had known of it, unless it was to be made afresh
+    /// (O_EXCL).
+    async fn open_made_meanwhile(
+        &self,
+        parent: u64,
+        name: &Name,
+        user: u32,
+        asked: u32,
+    ) -> Result<(FileAttr, Opened), KernelErrno> {
+        if asked & dotl::O_EXCL != 0 {
+            return Err(fail(Errno::EEXIST));
+        }
+        let attr = self.lookup(parent, name, user).await?;
+        let opened = match attr.kind {
+            fuser::FileType::RegularFile => self.open(attr.ino.0, user, asked).await,
+            _ => Err(fail(Errno::EEXIST)),
+        };
+        if opened.is_err() {
+            // The kernel counts the lookup only with the file opened.
+            self.nodes().forget(attr.ino.0, 1);
+        }
+        Ok((attr, opened?))
     }
 
     /// Up to `size` bytes at `offset` of the open file `fh` on `ino`.

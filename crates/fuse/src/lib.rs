@@ -68,10 +68,12 @@ pub enum Cache {
     /// it keeps of a file written back reach the server just after close
     /// returns, before anything else this mount asks of that file, and by
     /// the end of fsync; the server's own times moved with the writes, so
-    /// a failure to set them is logged, not returned. A file
-    /// written back keeps its pages at its next open if it is still at
-    /// the qid.version it had just after, so a change made by another
-    /// client while it was open here for writing is missed there too.
+    /// a failure to set them is logged, not returned. A directory made
+    /// here is taken to hold only what is made in it here, for as long as
+    /// entries are trusted. A file written back keeps its pages at its
+    /// next open if it is still at the qid.version it had just after, so a
+    /// change made by another client while it was open here for writing is
+    /// missed there too.
     Loose,
 }
 

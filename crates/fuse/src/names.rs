@@ -7,7 +7,7 @@ use fuser::FileAttr;
 use ninep_client::Node;
 use ninep_wire::Name;
 
-use crate::{Inner, KernelErrno, errno};
+use crate::{Cache, Inner, KernelErrno, errno};
 
 /// A new directory entry to make.
 pub(crate) enum Make {
@@ -69,21 +69,33 @@ impl Inner {
             Make::Link { to } => Links::Of(to),
             Make::Node { .. } | Make::Symlink { .. } => Links::None,
         };
+        // A new directory's qid, if any.
         let made = match what {
-            Make::Dir { mode, gid } => dir.mkdir_with_gid(at, mode, gid).await.map(drop),
+            Make::Dir { mode, gid } => dir.mkdir_with_gid(at, mode, gid).await.map(Some),
             Make::Node { mode, rdev, gid } => {
                 let rdev = u64::from(rdev);
-                dir.mknod(at, Node { mode, rdev }, gid).await.map(drop)
+                dir.mknod(at, Node { mode, rdev }, gid).await.map(|_| None)
             }
-            Make::Symlink { target, gid } => dir.symlink(at, &target, gid).await.map(drop),
+            Make::Symlink { target, gid } => dir.symlink(at, &target, gid).await.map(|_| None),
             Make::Link { to } => {
                 let to = self.fid(to, user).await?;
-                dir.link(at, &to).await
+                dir.link(at, &to).await.map(|()| None)
             }
         };
-        made.map_err(errno)?;
+        let new_dir = made.map_err(errno)?;
+        self.nodes().entry_made(parent, name);
         self.entries_changed(parent, what_links);
-        self.lookup(parent, name, user).await
+        let attr = self.lookup(parent, name, user).await?;
+        // A directory the server keeps versions of (not a synthetic one,
+        // which may come with entries of its own) starts empty: under loose
+        // caching the names made in it next need not be looked for first.
+        if let Some(qid) = new_dir
+            && qid.version != 0
+            && self.cache == Cache::Loose
+        {
+            self.nodes().made_empty(attr.ino.0);
+        }
+        Ok(attr)
     }
 
     /// Removes `name` from directory `parent`: rmdir if `dir_only`, else unlink.

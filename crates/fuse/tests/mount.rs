@@ -1160,6 +1160,83 @@ async fn loose_times_written_back_do_not_hold_up_the_close() {
     drop(session);
 }
 
+/// Under loose caching a directory made through the mount is known to
+/// be empty: a name made in it is not looked for on the server first, and
+/// one renamed or removed is known gone. A name another client makes there
+/// meanwhile is opened by a create that does not ask for a new file,
+/// refused to one that does, and from then on names are looked for again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loose_names_made_in_a_new_directory_are_not_looked_for_first() {
+    let (scene, mnt, session) = mounted("made-empty", Cache::Loose, Dialect::L).await;
+    let dir = mnt.join("new");
+    let at = dir.clone();
+    tokio::task::spawn_blocking(move || std::fs::create_dir(at).unwrap())
+        .await
+        .unwrap();
+    let before = scene.sent();
+    let at = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        for i in 0..10 {
+            std::fs::write(at.join(format!("f{i}")), "x").unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    // One walk for each create, the one beside it; none to look first.
+    assert_eq!(more(&before, &scene.sent(), "Twalk"), 10);
+    let at = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        std::fs::rename(at.join("f0"), at.join("g0")).unwrap();
+        std::fs::remove_file(at.join("f1")).unwrap();
+        for gone in ["f0", "f1", "none"] {
+            let found = std::fs::metadata(at.join(gone));
+            assert_eq!(
+                found.unwrap_err().kind(),
+                std::io::ErrorKind::NotFound,
+                "{gone}"
+            );
+        }
+        assert!(std::fs::metadata(at.join("g0")).unwrap().is_file());
+    })
+    .await
+    .unwrap();
+
+    let other = other_client(&scene).await;
+    let file = other
+        .create("new/theirs", 0o644, ninep_wire::consts::dotl::O_WRONLY)
+        .await
+        .unwrap();
+    file.write_all_at(0, bytes::Bytes::from_static(b"made elsewhere"))
+        .await
+        .unwrap();
+    file.close().await.unwrap();
+    other
+        .create("new/later", 0o644, 0)
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    let at = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let fresh = std::fs::File::create_new(at.join("theirs"));
+        assert_eq!(fresh.unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+        let mut opened = std::fs::File::options()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(at.join("theirs"))
+            .unwrap();
+        opened.write_all(b"MADE").unwrap();
+        drop(opened);
+        assert_eq!(std::fs::read(at.join("theirs")).unwrap(), b"MADE elsewhere");
+        assert!(std::fs::metadata(at.join("later")).unwrap().is_file());
+    })
+    .await
+    .unwrap();
+    drop(session);
+}
+
 /// Under loose caching the attributes given are trusted as long as the
 /// kernel may trust them, even where the kernel asks again after a change
 /// made through the mount (a create in the directory, a write): what it
