@@ -127,7 +127,7 @@ impl Inner {
         // include what was written, and the times it was given.
         self.settle_writes(|_, _| true).await;
         let named = self.nodes().ino_at(parent, name);
-        self.settle_times(|ino| Some(ino) == named).await;
+        let _ = self.settle_times(|ino| Some(ino) == named).await;
         let dir = self.fid(parent, user).await?;
         let names = std::slice::from_ref(name);
         // A name looked up again usually names the same file still: its
@@ -182,7 +182,7 @@ impl Inner {
     ) -> Result<FileAttr, KernelErrno> {
         // The server's size and times must include every write made.
         self.settle_writes(|_, h| h.ino == ino).await;
-        self.settle_times(|other| other == ino).await;
+        let _ = self.settle_times(|other| other == ino).await;
         // Under loose caching, as trusted as the kernel may trust them.
         if let Some(attr) = self.nodes().fresh(ino, self.ttl) {
             return Ok(attr);
@@ -246,7 +246,7 @@ impl Inner {
             ..set.clone()
         } == SetAttr::default();
         // Times being set behind come first: a caller's own come after them.
-        self.settle_times(|other| other == ino).await;
+        let _ = self.settle_times(|other| other == ino).await;
         self.settle_writes(|_, h| h.ino == ino).await;
         if set.size.is_some() {
             self.forget_read_ahead(ino).await;
@@ -287,12 +287,13 @@ impl Inner {
     }
 
     /// Sets the kernel's own times of a file it wrote back in the
-    /// background: they come between the writes at close and the close
-    /// itself, which need not wait for them (see [`crate::Cache::Loose`]).
+    /// background. The kernel sends them after each writeback of the file,
+    /// mostly between the writes at close and the close itself, which
+    /// need not wait for them (see [`crate::Cache::Loose`]).
     fn set_times_behind(self: &Arc<Self>, ino: u64, h: Arc<Handle>, user: u32, set: SetAttr) {
-        let (setting, done) = watch::channel(());
-        let mine = done.clone();
-        self.times_behind.lock().insert(ino, done);
+        let (setting, outcome) = watch::channel(None);
+        let mine = outcome.clone();
+        self.times_behind.lock().insert(ino, outcome);
         let inner = self.clone();
         tokio::spawn(async move {
             let mut set_times = inner.times_after_writeback(ino, &h, &set).await;
@@ -305,14 +306,11 @@ impl Inner {
             if let Err(e) = set_times {
                 tracing::warn!("the times of inode {ino}, written back, were not set: {e:?}");
             }
+            setting.send_replace(Some(set_times));
             let mut behind = inner.times_behind.lock();
-            if behind
-                .get(&ino)
-                .is_some_and(|done| done.same_channel(&mine))
-            {
+            if behind.get(&ino).is_some_and(|o| o.same_channel(&mine)) {
                 behind.remove(&ino);
             }
-            drop(setting);
         });
     }
 

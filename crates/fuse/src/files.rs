@@ -66,7 +66,7 @@ impl Inner {
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, KernelErrno> {
         let flags = server_flags(flags);
         // The qid.version the open gives must be the one after its times.
-        self.settle_times(|other| other == ino).await;
+        let _ = self.settle_times(|other| other == ino).await;
         if flags & dotl::O_TRUNC != 0 {
             // Its size and times, and maybe its set-id bits, change, and
             // what was read ahead of it is gone.
@@ -103,25 +103,20 @@ impl Inner {
         user: u32,
         perm: u32,
         gid: u32,
-        asked: u32,
+        flags: u32,
     ) -> Result<(FileAttr, Opened), KernelErrno> {
-        let mut flags = server_flags(asked);
+        let mut flags = server_flags(flags);
         if self.cache.writes_back() {
             flags = writeback_flags(flags);
         }
         let dir = self.fid(parent, user).await?;
+        let making = self.making(parent);
         // The clone of the directory's fid, the create on it and the stat
         // of the new file go together where the server keeps their order.
-        let created = dir.create_beside(name.as_str(), perm, flags, gid).await;
-        let (file, info) = match created {
-            // Made meanwhile by another client, where it was not there a
-            // moment ago or was taken to be absent.
-            Err(e) if e.errno() == Errno::EEXIST => {
-                self.nodes().not_whole(parent);
-                return self.open_made_meanwhile(parent, name, user, asked).await;
-            }
-            created => created.map_err(errno)?,
-        };
+        let (file, info) = dir
+            .create_beside(name.as_str(), perm, flags, gid)
+            .await
+            .map_err(|e| making.failed(e))?;
         // The new file's inode gets a walked fid only when one is needed:
         // most files written and closed are next removed by name, or
         // opened, which walks anyway.
@@ -129,6 +124,7 @@ impl Inner {
         self.nodes()
             .entries_changed(parent, std::time::SystemTime::now());
         let attr = self.found(parent, name, user, None, attrs);
+        making.done();
         // A new file has no capabilities: writes need not ask.
         let ino = attr.ino.0;
         self.without_caps(ino, true);
@@ -138,32 +134,6 @@ impl Inner {
         let behind = self.writes_behind(file.qid(), flags, exact);
         let fh = self.add_handle(file, ino, user, exact, behind);
         Ok((attr, Opened { fh, flags: fopen }))
-    }
-
-    /// Opens `name` in `parent`, a create with open flags `asked` having
-    /// found it there: a regular file is opened, as the create would have
-    /// if the kernel had known of it, unless it was to be made afresh
-    /// (O_EXCL).
-    async fn open_made_meanwhile(
-        &self,
-        parent: u64,
-        name: &Name,
-        user: u32,
-        asked: u32,
-    ) -> Result<(FileAttr, Opened), KernelErrno> {
-        if asked & dotl::O_EXCL != 0 {
-            return Err(fail(Errno::EEXIST));
-        }
-        let attr = self.lookup(parent, name, user).await?;
-        let opened = match attr.kind {
-            fuser::FileType::RegularFile => self.open(attr.ino.0, user, asked).await,
-            _ => Err(fail(Errno::EEXIST)),
-        };
-        if opened.is_err() {
-            // The kernel counts the lookup only with the file opened.
-            self.nodes().forget(attr.ino.0, 1);
-        }
-        Ok((attr, opened?))
     }
 
     /// Up to `size` bytes at `offset` of the open file `fh` on `ino`.
@@ -214,7 +184,6 @@ impl Inner {
         let h = self.handle(fh)?;
         let len = data.len() as u32;
         self.forget_read_ahead(ino).await;
-        self.settle_times(|other| other == ino).await;
         match &h.behind {
             Some(behind) => {
                 // Writes through other open files go first, as they were made.
@@ -251,7 +220,8 @@ impl Inner {
     pub async fn fsync(&self, fh: u64, datasync: bool) -> Result<(), KernelErrno> {
         self.flush_writes(fh).await?;
         let h = self.handle(fh)?;
-        self.settle_times(|ino| ino == h.ino).await;
+        // The times the kernel set just before are part of what is synced.
+        self.settle_times(|ino| ino == h.ino).await?;
         h.file.fsync(datasync).await.map_err(errno)
     }
 }

@@ -33,6 +33,7 @@ mod locks;
 mod names;
 mod nodes;
 mod readahead;
+mod whole;
 mod xattrs;
 
 use std::collections::{HashMap, HashSet};
@@ -65,15 +66,16 @@ pub enum Cache {
     /// on writeback, fsync and close, which report their errors. The
     /// kernel then keeps sizes and times of regular files itself: changes
     /// made by others are seen once the kernel forgets the file. The times
-    /// it keeps of a file written back reach the server just after close
-    /// returns, before anything else this mount asks of that file, and by
-    /// the end of fsync; the server's own times moved with the writes, so
-    /// a failure to set them is logged, not returned. A directory made
-    /// here is taken to hold only what is made in it here, for as long as
-    /// entries are trusted. A file written back keeps its pages at its
-    /// next open if it is still at the qid.version it had just after, so a
-    /// change made by another client while it was open here for writing is
-    /// missed there too.
+    /// it keeps of a file written back reach the server in the background,
+    /// before what this mount asks next of that file's attributes or name,
+    /// and by the end of fsync, which reports their error; the server's own
+    /// times moved with the writes. A directory made here (versioned, on a
+    /// mount of one attach) is taken to hold only what is made in it here,
+    /// for as long as entries are trusted or until the server shows
+    /// otherwise. A file written back keeps its pages at its next open if
+    /// it is still at the qid.version it had just after, so a change made
+    /// by another client while it was open here for writing is missed
+    /// there too.
     Loose,
 }
 
@@ -180,9 +182,17 @@ impl Mount {
     /// it went.
     pub async fn unmount(self) {
         drop(self.session);
-        self.inner.settle_times(|_| true).await;
+        let settled = self.inner.settle_times(|_| true);
+        if tokio::time::timeout(UNMOUNT_WAIT, settled).await.is_err() {
+            tracing::warn!("unmounted with times of files written still unset");
+        }
     }
 }
+
+/// How long an unmount waits for the server to take what the mount still
+/// has for it: as long as a silent link is given before it is taken for
+/// dead.
+const UNMOUNT_WAIT: Duration = Duration::from_secs(30);
 
 /// Mounts `fsys` at `mountpoint`. The mount lasts as long as the returned
 /// [`Mount`]. Must be called within a tokio runtime, which then serves the
@@ -292,6 +302,9 @@ fn io_block(msize: u32) -> u32 {
 /// regular file shows.
 const PAGE: u32 = 4096;
 
+/// The outcome of times being set in the background, once it comes.
+type TimesSet = watch::Receiver<Option<Result<(), KernelErrno>>>;
+
 /// What every request shares.
 struct Inner {
     conn: Conn,
@@ -304,8 +317,8 @@ struct Inner {
     /// Inodes known to have no security.capability attribute.
     no_caps: Mutex<HashSet<u64>>,
     /// Inodes whose times the kernel kept are being set in the background
-    /// (under loose caching): each is done once its sender is dropped.
-    times_behind: Mutex<HashMap<u64, watch::Receiver<()>>>,
+    /// (under loose caching), each with the outcome to come.
+    times_behind: Mutex<HashMap<u64, TimesSet>>,
     cache: Cache,
     ttl: Duration,
     access: Access,
@@ -475,19 +488,27 @@ impl Inner {
     }
 
     /// Waits for the times being set in the background on the inodes
-    /// `which` picks, so that what is asked of the server next comes after.
-    async fn settle_times(&self, which: impl Fn(u64) -> bool) {
+    /// `which` picks, so that what is asked of the server next comes
+    /// after; the first error of those.
+    async fn settle_times(&self, which: impl Fn(u64) -> bool) -> Result<(), KernelErrno> {
         let pending: Vec<_> = self
             .times_behind
             .lock()
             .iter()
             .filter(|(ino, _)| which(**ino))
-            .map(|(_, done)| done.clone())
+            .map(|(_, outcome)| outcome.clone())
             .collect();
-        for mut done in pending {
-            // Fails once the setting is over: what is waited for.
-            let _ = done.changed().await;
+        let mut first = Ok(());
+        for mut outcome in pending {
+            // The outcome comes once the times are set (or the task ends).
+            let set = outcome.wait_for(Option::is_some).await;
+            if let Ok(set) = set
+                && let Some(Err(e)) = *set
+            {
+                first = first.and(Err(e));
+            }
         }
+        first
     }
 
     /// Forgets what was read ahead of `ino` through any of its open files:

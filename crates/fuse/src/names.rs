@@ -4,10 +4,10 @@
 use std::time::SystemTime;
 
 use fuser::FileAttr;
-use ninep_client::Node;
-use ninep_wire::Name;
+use ninep_client::{Error, Node};
+use ninep_wire::{Errno, Name};
 
-use crate::{Cache, Inner, KernelErrno, errno};
+use crate::{Access, Cache, Inner, KernelErrno, errno, fail};
 
 /// A new directory entry to make.
 pub(crate) enum Make {
@@ -39,7 +39,52 @@ enum Links {
     None,
 }
 
+/// A name being made in a directory that may be known whole: unless
+/// [`Making::done`], what is known of the directory goes, since a request
+/// that failed or was abandoned may have made the name all the same.
+pub(crate) struct Making<'a> {
+    inner: &'a Inner,
+    dir: u64,
+    done: bool,
+}
+
+impl Making<'_> {
+    /// The name is made and noted.
+    pub fn done(mut self) {
+        self.done = true;
+    }
+
+    /// The kernel's errno for `e`, which the making failed with. A name
+    /// taken to be absent that is there (made meanwhile by another client)
+    /// gives ESTALE, on which the kernel looks the name up again (now at
+    /// the server) and goes on as it would have.
+    pub fn failed(&self, e: Error) -> KernelErrno {
+        let known = self.inner.nodes().not_whole(self.dir);
+        match e.errno() {
+            Errno::EEXIST if known => fail(Errno::ESTALE),
+            _ => errno(e),
+        }
+    }
+}
+
+impl Drop for Making<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.inner.nodes().not_whole(self.dir);
+        }
+    }
+}
+
 impl Inner {
+    /// Starts making a name in `dir`.
+    pub(crate) fn making(&self, dir: u64) -> Making<'_> {
+        Making {
+            inner: self,
+            dir,
+            done: false,
+        }
+    }
+
     /// Notes an entry made in or removed from `dir`, changing `links`.
     fn entries_changed(&self, dir: u64, links: Links) {
         let mut nodes = self.nodes();
@@ -63,6 +108,7 @@ impl Inner {
         what: Make,
     ) -> Result<FileAttr, KernelErrno> {
         let dir = self.fid(parent, user).await?;
+        let making = self.making(parent);
         let at = name.as_str();
         let what_links = match what {
             Make::Dir { .. } => Links::Subdirectory,
@@ -82,18 +128,21 @@ impl Inner {
                 dir.link(at, &to).await.map(|()| None)
             }
         };
-        let new_dir = made.map_err(errno)?;
+        let new_dir = made.map_err(|e| making.failed(e))?;
         self.nodes().entry_made(parent, name);
+        making.done();
         self.entries_changed(parent, what_links);
         let attr = self.lookup(parent, name, user).await?;
         // A directory the server keeps versions of (not a synthetic one,
-        // which may come with entries of its own) starts empty: under loose
-        // caching the names made in it next need not be looked for first.
+        // which may come with entries of its own) starts empty. Under loose
+        // caching, on a mount of one attach (whose callers all see the same
+        // names), the names made in it next need not be looked for first.
         if let Some(qid) = new_dir
             && qid.version != 0
             && self.cache == Cache::Loose
+            && self.access == Access::Single
         {
-            self.nodes().made_empty(attr.ino.0);
+            self.nodes().made_empty(attr.ino.0, self.ttl);
         }
         Ok(attr)
     }
@@ -109,7 +158,7 @@ impl Inner {
         // Times set behind go to the file they were for, whichever way
         // the server's fids name it.
         let named = self.nodes().ino_at(parent, name);
-        self.settle_times(|ino| Some(ino) == named).await;
+        let _ = self.settle_times(|ino| Some(ino) == named).await;
         let dir = self.fid(parent, user).await?;
         dir.unlink_at(name.as_str(), dir_only)
             .await
@@ -133,19 +182,18 @@ impl Inner {
         newname: &Name,
         user: u32,
     ) -> Result<(), KernelErrno> {
-        let named = {
-            let nodes = self.nodes();
-            [
-                nodes.ino_at(parent, oldname),
-                nodes.ino_at(newparent, newname),
-            ]
-        };
-        self.settle_times(|ino| named.contains(&Some(ino))).await;
+        // Times set behind go to the files they were for, wherever the
+        // rename moves them (a directory moved moves what is inside).
+        let _ = self.settle_times(|_| true).await;
         let from = self.fid(parent, user).await?;
         let to = self.fid(newparent, user).await?;
-        from.rename_at(oldname, &to, newname).await.map_err(errno)?;
+        let making = self.making(newparent);
+        from.rename_at(oldname, &to, newname)
+            .await
+            .map_err(|e| making.failed(e))?;
         let mut nodes = self.nodes();
         nodes.renamed(parent, oldname, newparent, newname);
+        making.done();
         if parent == newparent {
             nodes.entries_changed(parent, SystemTime::now());
         } else {

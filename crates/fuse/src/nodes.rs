@@ -23,13 +23,15 @@
 //! (which it would mark bad), for another file, and no file's fids or
 //! place are taken over by another's.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use fuser::{FileAttr, FileType};
 use ninep_client::Fid;
 use ninep_wire::{Name, Qid};
+
+use crate::whole::WholeDirs;
 
 pub(crate) const ROOT: u64 = fuser::INodeNo::ROOT.0;
 
@@ -53,16 +55,6 @@ struct Given {
     fetched: Option<Instant>,
 }
 
-/// Every entry of a directory made through this mount, kept while each
-/// change to it is made here too.
-struct Whole {
-    names: HashSet<Name>,
-    since: Instant,
-}
-
-/// Most entries kept of a directory known whole; past them it is not.
-const WHOLE_MOST: usize = 1 << 16;
-
 /// The inode number first given to a qid.path, and the kind of file it was.
 struct Numbered {
     ino: u64,
@@ -81,8 +73,8 @@ pub(crate) struct Nodes {
     /// ino -> the attributes the kernel was last given (the size grown by
     /// writes since), and when they came from the server.
     given: HashMap<u64, Given>,
-    /// Directories whose every entry is known (see [`Nodes::made_empty`]).
-    whole: HashMap<u64, Whole>,
+    /// Directories whose every entry is known.
+    whole: WholeDirs,
     next_ino: u64,
 }
 
@@ -94,7 +86,7 @@ impl Nodes {
             numbered: HashMap::new(),
             cached_version: HashMap::new(),
             given: HashMap::new(),
-            whole: HashMap::new(),
+            whole: WholeDirs::default(),
             next_ino: ROOT + 1,
         };
         let (qid_path, kind) = (root.qid().path, FileType::Directory);
@@ -117,6 +109,7 @@ impl Nodes {
     pub fn listed(&mut self, parent: u64, name: &str, qid: Qid, kind: FileType) -> u64 {
         // A name no lookup could take is known at no place.
         let name = Name::new(name).unwrap_or_default();
+        self.whole.listed(parent, &name);
         self.identify(parent, &name, qid, kind, true)
     }
 
@@ -224,54 +217,32 @@ impl Nodes {
             Some(fid) => node.fids.insert(uid, Arc::new(fid)),
             None => node.fids.remove(&uid),
         };
-        self.entry_made(parent, &name);
+        self.whole.entry_made(parent, &name);
         self.place(ino, Some((parent, name)));
         ino
     }
 
-    /// Notes that directory `dir`, just made through this mount, is empty:
-    /// until the entries' timeout has passed since, a name looked up in it
-    /// that no change made here gave it is taken as absent without asking
-    /// the server. Only for a tree one mount has to itself (loose caching).
-    pub fn made_empty(&mut self, dir: u64) {
-        let names = HashSet::new();
-        let since = Instant::now();
-        self.whole.insert(dir, Whole { names, since });
+    /// Notes that directory `dir`, just made through this mount, is empty,
+    /// for as long as entries are trusted (`ttl`).
+    pub fn made_empty(&mut self, dir: u64, ttl: Duration) {
+        self.whole.made_empty(dir, ttl);
     }
 
-    /// True if `name` is known to be absent from `dir`, known whole for
-    /// less than `ttl`.
-    pub fn absent(&mut self, dir: u64, name: &Name, ttl: Duration) -> bool {
-        match self.whole.get(&dir) {
-            Some(whole) if whole.since.elapsed() < ttl => !whole.names.contains(name),
-            Some(_) => {
-                self.whole.remove(&dir);
-                false
-            }
-            None => false,
-        }
+    /// True if `name` is known to be absent from `dir`, made through this
+    /// mount less than `ttl` ago.
+    pub fn absent(&self, dir: u64, name: &Name, ttl: Duration) -> bool {
+        self.whole.absent(dir, name, ttl)
     }
 
-    /// Forgets what was known of `dir`'s entries: the server showed
-    /// otherwise.
-    pub fn not_whole(&mut self, dir: u64) {
-        self.whole.remove(&dir);
+    /// Forgets what was known of `dir`'s entries: the server may show
+    /// otherwise. True if anything was known.
+    pub fn not_whole(&mut self, dir: u64) -> bool {
+        self.whole.forget(dir)
     }
 
-    /// Notes `name` made in `dir`, before or as it is found.
+    /// Notes `name` made in `dir`, before it is found.
     pub fn entry_made(&mut self, dir: u64, name: &Name) {
-        if let Some(whole) = self.whole.get_mut(&dir) {
-            whole.names.insert(name.clone());
-            if whole.names.len() > WHOLE_MOST {
-                self.whole.remove(&dir);
-            }
-        }
-    }
-
-    fn entry_gone(&mut self, dir: u64, name: &Name) {
-        if let Some(whole) = self.whole.get_mut(&dir) {
-            whole.names.remove(name);
-        }
+        self.whole.entry_made(dir, name);
     }
 
     /// Moves `ino` to `place`, keeping the index in step.
@@ -336,14 +307,14 @@ impl Nodes {
                 }
                 self.cached_version.remove(&ino);
                 self.given.remove(&ino);
-                self.whole.remove(&ino);
+                self.whole.forget(ino);
             }
         }
     }
 
     /// `name` in `parent` is gone (unlinked, or replaced by a rename).
     pub fn unlinked(&mut self, parent: u64, name: &Name) {
-        self.entry_gone(parent, name);
+        self.whole.entry_gone(parent, name);
         self.displaced(parent, name);
     }
 
@@ -361,8 +332,8 @@ impl Nodes {
     /// fids name paths they name nothing now, and new ones are walked by
     /// the new path when next needed.
     pub fn renamed(&mut self, parent: u64, name: &Name, newparent: u64, newname: &Name) {
-        self.entry_gone(parent, name);
-        self.entry_made(newparent, newname);
+        self.whole.entry_gone(parent, name);
+        self.whole.entry_made(newparent, newname);
         let Some(moved) = self.by_place.get(&(parent, name.clone())).copied() else {
             return;
         };

@@ -1128,19 +1128,11 @@ async fn loose_times_written_back_do_not_hold_up_the_close() {
 
     let other = other_client(&scene).await;
     let dir = mnt.clone();
-    let given = std::time::UNIX_EPOCH + Duration::new(1_234_567_890, 5);
     let shown = tokio::task::spawn_blocking(move || {
         // A stat the kernel may answer alone, then one it may not: the
         // file opened.
         let kernel = std::fs::metadata(dir.join("two")).unwrap().mtime_nsec();
-        let opened = std::fs::File::open(dir.join("two")).unwrap();
-        drop(opened);
-        std::fs::write(dir.join("three"), "3").unwrap();
-        let file = std::fs::File::options()
-            .write(true)
-            .open(dir.join("three"))
-            .unwrap();
-        file.set_modified(given).unwrap();
+        drop(std::fs::File::open(dir.join("two")).unwrap());
         kernel
     })
     .await
@@ -1150,6 +1142,35 @@ async fn loose_times_written_back_do_not_hold_up_the_close() {
         i64::from(info.mtime_nsec),
         shown,
         "the kernel's times are the server's"
+    );
+
+    // A caller's own times, set by name just after the close, wait for
+    // the kernel's: a round trip of their own.
+    let mark = scene.requests();
+    let dir = mnt.clone();
+    tokio::task::spawn_blocking(move || {
+        use rustix::fs::{AtFlags, CWD, Timespec, Timestamps, utimensat};
+        std::fs::write(dir.join("three"), "3").unwrap();
+        let given = Timespec {
+            tv_sec: 1_234_567_890,
+            tv_nsec: 5,
+        };
+        let times = Timestamps {
+            last_access: given,
+            last_modification: given,
+        };
+        utimensat(CWD, dir.join("three"), &times, AtFlags::empty()).unwrap();
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(hold * 4).await;
+    // The lookup, the create, the write, the kernel's times (and the clunk
+    // once they are set); then a walk to the file by name and the caller's
+    // times, which would otherwise have gone beside the kernel's.
+    assert_eq!(
+        scene.rounds_since(mark),
+        6,
+        "round trips to write and set times"
     );
     let info = other.stat("three").await.unwrap();
     assert_eq!(
@@ -1162,18 +1183,19 @@ async fn loose_times_written_back_do_not_hold_up_the_close() {
 
 /// Under loose caching a directory made through the mount is known to
 /// be empty: a name made in it is not looked for on the server first, and
-/// one renamed or removed is known gone. A name another client makes there
-/// meanwhile is opened by a create that does not ask for a new file,
-/// refused to one that does, and from then on names are looked for again.
+/// names renamed into it or removed from it are followed. Whatever shows
+/// that another client changes it ends that: a name made there that a
+/// create (or mkdir) meets, which is then opened (or refused) as though it
+/// had been known, and a listing with a name not made here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loose_names_made_in_a_new_directory_are_not_looked_for_first() {
     let (scene, mnt, session) = mounted("made-empty", Cache::Loose, Dialect::L).await;
-    let dir = mnt.join("new");
-    let at = dir.clone();
-    tokio::task::spawn_blocking(move || std::fs::create_dir(at).unwrap())
+    let at = mnt.clone();
+    tokio::task::spawn_blocking(move || std::fs::create_dir(at.join("new")).unwrap())
         .await
         .unwrap();
     let before = scene.sent();
+    let dir = mnt.join("new");
     let at = dir.clone();
     tokio::task::spawn_blocking(move || {
         for i in 0..10 {
@@ -1188,6 +1210,13 @@ async fn loose_names_made_in_a_new_directory_are_not_looked_for_first() {
     tokio::task::spawn_blocking(move || {
         std::fs::rename(at.join("f0"), at.join("g0")).unwrap();
         std::fs::remove_file(at.join("f1")).unwrap();
+        // The kernel forgets the names it holds (not the directory, held
+        // open), so that it asks the mount for them again.
+        let held = std::fs::File::open(&at).unwrap();
+        for _ in 0..2 {
+            std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+        }
+        assert!(std::fs::metadata(at.join("g0")).unwrap().is_file());
         for gone in ["f0", "f1", "none"] {
             let found = std::fs::metadata(at.join(gone));
             assert_eq!(
@@ -1196,7 +1225,11 @@ async fn loose_names_made_in_a_new_directory_are_not_looked_for_first() {
                 "{gone}"
             );
         }
-        assert!(std::fs::metadata(at.join("g0")).unwrap().is_file());
+        drop(held);
+        // Made after that, to be known when others change them.
+        for dir in ["new2", "new3"] {
+            std::fs::create_dir(at.join("..").join(dir)).unwrap();
+        }
     })
     .await
     .unwrap();
@@ -1211,26 +1244,28 @@ async fn loose_names_made_in_a_new_directory_are_not_looked_for_first() {
         .unwrap();
     file.close().await.unwrap();
     other
-        .create("new/later", 0o644, 0)
+        .create("new2/later", 0o644, 0)
         .await
         .unwrap()
         .close()
         .await
         .unwrap();
-    let at = dir.clone();
+    other.mkdir("new3/sub", 0o755).await.unwrap();
+    let at = mnt.clone();
     tokio::task::spawn_blocking(move || {
-        let fresh = std::fs::File::create_new(at.join("theirs"));
+        std::fs::write(at.join("new/theirs"), "MADE").unwrap();
+        assert_eq!(std::fs::read(at.join("new/theirs")).unwrap(), b"MADE");
+        let fresh = std::fs::File::create_new(at.join("new/theirs"));
         assert_eq!(fresh.unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
-        let mut opened = std::fs::File::options()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(at.join("theirs"))
-            .unwrap();
-        opened.write_all(b"MADE").unwrap();
-        drop(opened);
-        assert_eq!(std::fs::read(at.join("theirs")).unwrap(), b"MADE elsewhere");
-        assert!(std::fs::metadata(at.join("later")).unwrap().is_file());
+        let listed: Vec<_> = std::fs::read_dir(at.join("new2"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(listed, ["later"]);
+        assert!(std::fs::metadata(at.join("new2/later")).unwrap().is_file());
+        let made = std::fs::create_dir(at.join("new3/sub"));
+        assert_eq!(made.unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(std::fs::metadata(at.join("new3/sub")).unwrap().is_dir());
     })
     .await
     .unwrap();
