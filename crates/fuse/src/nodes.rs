@@ -318,12 +318,22 @@ impl Nodes {
         self.displaced(parent, name);
     }
 
-    /// The file at `name` in `parent`, if known, is there no more.
+    /// The file at `name` in `parent` is there no more: its link count and
+    /// change time moved.
     fn displaced(&mut self, parent: u64, name: &Name) {
-        if let Some(ino) = self.by_place.get(&(parent, name.clone())).copied() {
-            self.place(ino, None);
-            // Its link count and change time moved.
-            self.changed(ino);
+        match self.by_place.get(&(parent, name.clone())).copied() {
+            Some(ino) => {
+                self.place(ino, None);
+                self.changed(ino);
+            }
+            // A name its file was not last found by: another link to a file
+            // found by a later one, which is not known. Each file with more
+            // than one link is asked about again.
+            None => {
+                for given in self.given.values_mut().filter(|g| g.attr.nlink > 1) {
+                    given.fetched = None;
+                }
+            }
         }
     }
 

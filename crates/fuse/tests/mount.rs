@@ -1272,6 +1272,28 @@ async fn loose_names_made_in_a_new_directory_are_not_looked_for_first() {
     drop(session);
 }
 
+/// Under loose caching, removing a name of a file with other links, not
+/// the last name the file was found by, shows at once in the link count of
+/// the names left (pjdfstest's link::remove_link on a fifo).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loose_link_counts_follow_a_link_removed() {
+    let (_scene, mnt, session) = mounted("loose-links", Cache::Loose, Dialect::L).await;
+    tokio::task::spawn_blocking(move || {
+        use rustix::fs::{CWD, FileType, Mode, mknodat};
+        let fifo = mnt.join("fifo");
+        mknodat(CWD, &fifo, FileType::Fifo, Mode::from(0o644), 0).unwrap();
+        std::fs::hard_link(&fifo, mnt.join("second")).unwrap();
+        std::fs::hard_link(&fifo, mnt.join("third")).unwrap();
+        assert_eq!(std::fs::metadata(&fifo).unwrap().nlink(), 3);
+        std::fs::remove_file(mnt.join("second")).unwrap();
+        assert_eq!(std::fs::metadata(&fifo).unwrap().nlink(), 2);
+        assert_eq!(std::fs::metadata(mnt.join("third")).unwrap().nlink(), 2);
+    })
+    .await
+    .unwrap();
+    drop(session);
+}
+
 /// Under loose caching the attributes given are trusted as long as the
 /// kernel may trust them, even where the kernel asks again after a change
 /// made through the mount (a create in the directory, a write): what it
