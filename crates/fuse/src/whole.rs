@@ -1,5 +1,6 @@
 //! Directories whose every entry the mount knows: made through it, under
-//! loose caching, on a server that keeps versions of its directories.
+//! loose caching, on a mount of one attach (whose callers all see the same
+//! names) of a server that keeps versions of its directories.
 //!
 //! A directory just made is empty, and while each change to it is made
 //! through this mount, the mount can tell a name absent without asking the
