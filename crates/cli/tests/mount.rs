@@ -10,7 +10,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 mod common;
-use common::{NINEP, is_mounted, serve_ramfs, until};
+use common::{Background, NINEP, is_mounted, serve_ramfs, until};
 
 /// A fresh directory for test `name`: it, the mount point in it, and the
 /// address of the server's socket beside that.
@@ -169,19 +169,9 @@ async fn fuse_latency_counts_its_mounts_requests_alone() {
     let other = dir.join("other");
     std::fs::create_dir_all(&other).unwrap();
     let mut server = serve_ramfs(&dir.join("sock")).await;
-    let mut mounts = Vec::new();
-    for at in [&mnt, &other] {
-        let mount = Command::new(NINEP)
-            .args(["mount", "-a", &addr, "--uname", "root", "--n-uname", "0"])
-            .args(["--cache", "loose"])
-            .arg(at)
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        until("the mount", || is_mounted(at)).await;
-        mounts.push(mount);
-    }
+    // Unmounted when dropped, even by a failed assertion.
+    let flags = ["--uname", "root", "--n-uname", "0", "--cache", "loose"];
+    let mounts = [&mnt, &other].map(|at| Background::mount(&addr, at, &flags));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/fuse-latency");
     // Files made through both mounts: only those through the first count.
     let work = format!(
@@ -216,15 +206,7 @@ async fn fuse_latency_counts_its_mounts_requests_alone() {
         .await
         .unwrap();
     assert_eq!(failed.status.code(), Some(1));
-    for at in [&mnt, &other] {
-        let _ = std::process::Command::new("fusermount3")
-            .arg("-u")
-            .arg(at)
-            .status();
-    }
-    for mut mount in mounts {
-        let _ = tokio::time::timeout(Duration::from_secs(10), mount.wait()).await;
-    }
+    drop(mounts);
     let _ = server.kill().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
