@@ -315,26 +315,26 @@ impl Nodes {
     /// `name` in `parent` is gone (unlinked, or replaced by a rename).
     pub fn unlinked(&mut self, parent: u64, name: &Name) {
         self.whole.entry_gone(parent, name);
-        self.displaced(parent, name);
-    }
-
-    /// The file at `name` in `parent` is there no more: its link count and
-    /// change time moved.
-    fn displaced(&mut self, parent: u64, name: &Name) {
-        match self.by_place.get(&(parent, name.clone())).copied() {
-            Some(ino) => {
-                self.place(ino, None);
-                self.changed(ino);
-            }
+        if !self.displaced(parent, name) {
             // A name its file was not last found by: another link to a file
-            // found by a later one, which is not known. Each file with more
-            // than one link is asked about again.
-            None => {
-                for given in self.given.values_mut().filter(|g| g.attr.nlink > 1) {
-                    given.fetched = None;
-                }
+            // found by a later one, which is not known. Each file with
+            // links elsewhere is asked about again.
+            let linked = |g: &&mut Given| g.attr.nlink > 1 && g.attr.kind != FileType::Directory;
+            for given in self.given.values_mut().filter(linked) {
+                given.fetched = None;
             }
         }
+    }
+
+    /// The file at `name` in `parent`, if known there, is there no more:
+    /// its link count and change time moved. True if it was known.
+    fn displaced(&mut self, parent: u64, name: &Name) -> bool {
+        let Some(ino) = self.by_place.get(&(parent, name.clone())).copied() else {
+            return false;
+        };
+        self.place(ino, None);
+        self.changed(ino);
+        true
     }
 
     /// `name` in `parent` is now `newname` in `newparent`. The moved file's
@@ -347,7 +347,7 @@ impl Nodes {
         let Some(moved) = self.by_place.get(&(parent, name.clone())).copied() else {
             return;
         };
-        self.displaced(newparent, newname);
+        let _ = self.displaced(newparent, newname);
         self.place(moved, Some((newparent, newname.clone())));
         self.changed(moved);
         let below: Vec<u64> = self
