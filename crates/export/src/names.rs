@@ -116,7 +116,10 @@ pub(crate) async fn create(
             .map_err(errno)?;
             inner.unmask(&parent, fd.as_fd(), mode);
             let st = rustix::fs::fstat(&fd).map_err(errno)?;
-            let node = inner.lookup(&parent, &name)?;
+            // A create refused (out of descriptors, say) leaves no file.
+            let node = inner.lookup(&parent, &name).inspect_err(|_| {
+                let _ = rustix::fs::unlinkat(&parent.fd, name.as_str(), AtFlags::empty());
+            })?;
             if node.ino != st.st_ino || node.dev != st.st_dev {
                 return Err(Error::with_errno(
                     Errno::ENOENT,
