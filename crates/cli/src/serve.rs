@@ -134,6 +134,20 @@ impl Args {
     }
 }
 
+/// Raises this process's limit on open descriptors to the most it may
+/// have: each fid of an export holds one, and each open file one more, so
+/// the 1024 a shell usually allows is soon used.
+fn allow_all_descriptors() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::warn!("open descriptors left at their limit: {e}");
+        }
+    }
+}
+
 pub async fn run(args: Args) -> Result<ExitCode> {
     let limits = args.limits.limits();
     match args.tree.as_str() {
@@ -168,6 +182,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                 allow_special: args.allow_special,
             };
             let export = Export::new(dir, options).with_context(|| dir.to_owned())?;
+            allow_all_descriptors();
             serve(export, limits, &args).await
         }
     }
