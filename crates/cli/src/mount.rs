@@ -37,6 +37,11 @@ pub struct Args {
     /// open file (0: none).
     #[arg(long, default_value_t = ninep_fuse::Options::READ_AHEAD)]
     read_ahead: u64,
+    /// Most files kept open at the server after their close under --cache
+    /// loose, for as long as entries are trusted, so that opening one again
+    /// needs no round trip (0: none).
+    #[arg(long, default_value_t = ninep_fuse::Options::KEEP_OPEN)]
+    keep_open: usize,
     /// Return once mounted, leaving the mount served in the background.
     #[arg(long)]
     background: bool,
@@ -118,6 +123,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         access,
         read_ahead: args.read_ahead,
         permissions: args.permissions,
+        keep_open: args.keep_open,
     };
     let mount = ninep_fuse::mount(fsys, &mountpoint, &options)
         .with_context(|| format!("mount on {}", args.mountpoint.display()))?;

@@ -210,3 +210,45 @@ async fn fuse_latency_counts_its_mounts_requests_alone() {
     let _ = server.kill().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A loose mount keeps files open at the server after their close; a
+/// server that runs out of descriptors gets them back when it says so,
+/// and the open or create that met the shortage goes through.
+#[tokio::test]
+async fn files_kept_open_are_given_back_to_a_server_out_of_descriptors() {
+    let (dir, mnt, addr) = scene("keep-open");
+    let export = dir.join("export");
+    std::fs::create_dir(&export).unwrap();
+    let sock = dir.join("sock");
+    let _server = Command::new("prlimit")
+        .arg("--nofile=64:64")
+        .args([NINEP, "serve"])
+        .arg(&export)
+        .args(["--listen", &addr])
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("prlimit (util-linux)");
+    until("the server", || sock.exists()).await;
+    let flags = ["--uname", "root", "--n-uname", "0", "--cache", "loose"];
+    let mount = Background::mount(&addr, &mnt, &flags);
+    let at = mount.mnt.clone();
+    tokio::task::spawn_blocking(move || {
+        for i in 0..200 {
+            let name = at.join(format!("f{i}"));
+            std::fs::write(&name, format!("file {i}")).unwrap_or_else(|e| panic!("f{i}: {e}"));
+        }
+        for i in 0..200 {
+            let read = std::fs::read_to_string(at.join(format!("f{i}"))).unwrap();
+            assert_eq!(read, format!("file {i}"));
+        }
+    })
+    .await
+    .unwrap();
+    drop(mount);
+    for i in 0..200 {
+        let read = std::fs::read_to_string(export.join(format!("f{i}"))).unwrap();
+        assert_eq!(read, format!("file {i}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

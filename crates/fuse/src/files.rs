@@ -1,6 +1,9 @@
 //! Open files: opened and created, read, written and synced, with the
 //! kernel told which may keep their pages.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use bytes::Bytes;
 use fuser::{FileAttr, FopenFlags};
 use ninep_wire::consts::dotl;
@@ -65,6 +68,21 @@ impl Inner {
     /// Opens `ino` for `user` with (9P2000.L) open flags `flags`.
     pub async fn open(&self, ino: u64, user: u32, flags: u32) -> Result<Opened, KernelErrno> {
         let flags = server_flags(flags);
+        // A file of size 0 may yet have data (those of /proc and /sys, and
+        // many synthetic ones): through the page cache the kernel would
+        // read none of it, so its length is taken as unknown.
+        let unknown_length = self.nodes().size(ino) == Some(0);
+        if self.cache.writes_back() && !unknown_length {
+            let wanted = writeback_flags(flags);
+            let kept = self.idle.lock().take(ino, user, wanted, Instant::now());
+            if let Some((file, opened_with)) = kept {
+                // Closed here within the time loose caching trusts what
+                // it knows of a file: its pages are as they were.
+                let fh = self.add_handle(file, ino, user, opened_with, false, false);
+                let flags = FopenFlags::FOPEN_KEEP_CACHE;
+                return Ok(Opened { fh, flags });
+            }
+        }
         // The qid.version the open gives must be the one after its times.
         let _ = self.settle_times(|other| other == ino).await;
         if flags & dotl::O_TRUNC != 0 {
@@ -73,24 +91,24 @@ impl Inner {
             self.nodes().changed(ino);
             self.forget_read_ahead(ino).await;
         }
-        let file = if self.cache.writes_back() && writeback_flags(flags) != flags {
-            match self.open_fid(ino, user, writeback_flags(flags)).await {
-                // Write-only to this user: the kernel filling a page will
-                // fail, but writes of whole pages and appends will not.
-                Err(e) if e == fail(Errno::EACCES) => self.open_fid(ino, user, flags).await?,
-                opened => opened?,
-            }
+        let wanted = if self.cache.writes_back() {
+            writeback_flags(flags)
         } else {
-            self.open_fid(ino, user, flags).await?
+            flags
         };
-        // A file of size 0 may yet have data (those of /proc and /sys, and
-        // many synthetic ones): through the page cache the kernel would
-        // read none of it, so its length is taken as unknown.
-        let unknown_length = self.nodes().size(ino) == Some(0);
+        let (file, opened_with) = match self.open_fid(ino, user, wanted).await {
+            // Write-only to this user: the kernel filling a page will
+            // fail, but writes of whole pages and appends will not.
+            Err(e) if e == fail(Errno::EACCES) && wanted != flags => {
+                (self.open_fid(ino, user, flags).await?, flags)
+            }
+            opened => (opened?, wanted),
+        };
         let exact = file.qid().version == 0 || unknown_length;
         let fopen = self.fopen_flags(ino, file.qid(), exact);
         let behind = self.writes_behind(file.qid(), flags, exact);
-        let fh = self.add_handle(file, ino, user, exact, behind);
+        let opened_with = opened_with & !dotl::O_TRUNC;
+        let fh = self.add_handle(Arc::new(file), ino, user, opened_with, exact, behind);
         Ok(Opened { fh, flags: fopen })
     }
 
@@ -113,10 +131,12 @@ impl Inner {
         let making = self.making(parent);
         // The clone of the directory's fid, the create on it and the stat
         // of the new file go together where the server keeps their order.
-        let (file, info) = dir
-            .create_beside(name.as_str(), perm, flags, gid)
-            .await
-            .map_err(|e| making.failed(e))?;
+        let create = || dir.create_beside(name.as_str(), perm, flags, gid);
+        let created = match create().await {
+            Err(e) if self.made_room(fail(e.errno())).await => create().await,
+            created => created,
+        };
+        let (file, info) = created.map_err(|e| making.failed(e))?;
         // The new file's inode gets a walked fid only when one is needed:
         // most files written and closed are next removed by name, or
         // opened, which walks anyway.
@@ -132,7 +152,8 @@ impl Inner {
         let exact = file.qid().version == 0;
         let fopen = self.fopen_flags(ino, file.qid(), exact);
         let behind = self.writes_behind(file.qid(), flags, exact);
-        let fh = self.add_handle(file, ino, user, exact, behind);
+        let opened_with = flags & !dotl::O_TRUNC;
+        let fh = self.add_handle(Arc::new(file), ino, user, opened_with, exact, behind);
         Ok((attr, Opened { fh, flags: fopen }))
     }
 

@@ -251,7 +251,9 @@ impl fuser::Filesystem for NinepFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.inner.nodes().forget(ino.0, nlookup);
+        if self.inner.nodes().forget(ino.0, nlookup) {
+            self.inner.idle.lock().forget(ino.0);
+        }
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {

@@ -29,6 +29,7 @@ mod dirs;
 mod files;
 mod fs;
 mod handles;
+mod idle;
 mod locks;
 mod names;
 mod nodes;
@@ -38,9 +39,9 @@ mod xattrs;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use fuser::{Config, Errno as KernelErrno, FileType, MountOption, SessionACL};
 use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, WriteBehind};
@@ -49,6 +50,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use handles::{Handle, Handles};
+use idle::IdleFiles;
 use nodes::{Nodes, ROOT};
 
 /// What the kernel may keep.
@@ -72,7 +74,10 @@ pub enum Cache {
     /// times moved with the writes. A directory made here (versioned, on a
     /// mount of one attach) is taken to hold only what is made in it here,
     /// for as long as entries are trusted or until the server shows
-    /// otherwise. A file written back keeps its pages at its next open if
+    /// otherwise. A regular file closed stays open at the server for that
+    /// time too ([`Options::keep_open`]), and an open of it meanwhile,
+    /// without O_TRUNC and for no more access, is answered without asking.
+    /// A file written back keeps its pages at its next open if
     /// it is still at the qid.version it had just after, so a change made
     /// by another client while it was open here for writing is missed
     /// there too.
@@ -143,12 +148,21 @@ pub struct Options {
     pub read_ahead: u64,
     /// Who checks callers' permissions.
     pub permissions: Permissions,
+    /// Most files kept open at the server after their close, under loose
+    /// caching, for as long as entries are trusted, so that opening one
+    /// again needs no round trip (0: none).
+    pub keep_open: usize,
 }
 
 impl Options {
     /// The read-ahead of a mount made without saying: enough to fill a
     /// link of 1 GB/s with a round trip of 50 ms.
     pub const READ_AHEAD: u64 = 64 << 20;
+
+    /// The files kept open after their close by a mount made without
+    /// saying. A server that runs out of descriptors gets them back as
+    /// soon as it says so.
+    pub const KEEP_OPEN: usize = 4096;
 }
 
 impl Default for Options {
@@ -159,6 +173,7 @@ impl Default for Options {
             access: Access::default(),
             read_ahead: Options::READ_AHEAD,
             permissions: Permissions::default(),
+            keep_open: Options::KEEP_OPEN,
         }
     }
 }
@@ -233,12 +248,23 @@ pub fn mount(fsys: Fsys, mountpoint: &Path, options: &Options) -> std::io::Resul
         locked: Mutex::new(HashSet::new()),
         no_caps: Mutex::new(HashSet::new()),
         times_behind: Mutex::new(HashMap::new()),
+        idle: Mutex::new(IdleFiles::new(
+            if options.cache.writes_back() {
+                options.keep_open
+            } else {
+                0
+            },
+            options.cache.ttl(),
+        )),
         cache: options.cache,
         ttl: options.cache.ttl(),
         access: options.access.clone(),
         read_ahead: options.read_ahead,
     };
     let inner = Arc::new(inner);
+    if options.cache.writes_back() {
+        tokio::spawn(close_idle_files(Arc::downgrade(&inner)));
+    }
     let fs = fs::NinepFs {
         inner: inner.clone(),
         runtime,
@@ -257,6 +283,19 @@ pub fn mount(fsys: Fsys, mountpoint: &Path, options: &Options) -> std::io::Resul
     let session = fuser::spawn_mount(fs, mountpoint, &config)?;
     readahead::widen(mountpoint, fs::MAX_IO / 1024);
     Ok(Mount { session, inner })
+}
+
+/// Clunks the files kept open longer than allowed, each second, while the
+/// mount lasts.
+async fn close_idle_files(inner: Weak<Inner>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        inner.idle.lock().expire(Instant::now());
+    }
 }
 
 /// Most bytes of one open file's writes in flight in the background.
@@ -319,6 +358,8 @@ struct Inner {
     /// Inodes whose times the kernel kept are being set in the background
     /// (under loose caching), each with the outcome to come.
     times_behind: Mutex<HashMap<u64, TimesSet>>,
+    /// Files closed but left open at the server (under loose caching).
+    idle: Mutex<IdleFiles<Arc<File>>>,
     cache: Cache,
     ttl: Duration,
     access: Access,
@@ -377,6 +418,13 @@ impl Inner {
     /// clone of the one kept or one walked along the path, opened in the
     /// same round trip where the server keeps order.
     async fn open_fid(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
+        match self.open_fid_once(ino, user, flags).await {
+            Err(e) if self.made_room(e).await => self.open_fid_once(ino, user, flags).await,
+            opened => opened,
+        }
+    }
+
+    async fn open_fid_once(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
         let walked = self.nodes().take_fid(ino, user);
         if let Some(fid) = walked {
             return fid.open(flags).await.map_err(errno);
@@ -449,9 +497,17 @@ impl Inner {
             .map(|(_, h)| h)
     }
 
-    /// Keeps `file`, opened on `ino` by `user`; `exact` as [`Handle::exact`];
+    /// Keeps `file`, opened on `ino` by `user` with `flags`; `exact` as [`Handle::exact`];
     /// `write_behind` if writes may be sent in the background.
-    fn add_handle(&self, file: File, ino: u64, user: u32, exact: bool, write_behind: bool) -> u64 {
+    fn add_handle(
+        &self,
+        file: Arc<File>,
+        ino: u64,
+        user: u32,
+        flags: u32,
+        exact: bool,
+        write_behind: bool,
+    ) -> u64 {
         let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
         let read_ahead = if exact { 0 } else { self.read_ahead };
         // The file's type is known from its lookup: whether it may be read
@@ -462,9 +518,10 @@ impl Inner {
             None => ReadAhead::new(read_ahead),
         };
         let handle = Handle {
-            file: Arc::new(file),
+            file,
             ino,
             user,
+            flags,
             exact,
             ahead,
             behind: write_behind.then(|| WriteBehind::new(WRITE_BEHIND)),
@@ -521,7 +578,7 @@ impl Inner {
     }
 
     /// Forgets the open file `fh`, stopping its read-ahead first so that
-    /// its fid is clunked now.
+    /// its fid is clunked now, or kept open a while to be opened again.
     async fn drop_handle(&self, fh: u64) {
         let handle = self.handles.lock().remove(fh);
         if let Some(h) = handle {
@@ -529,7 +586,41 @@ impl Inner {
             if let Some(behind) = &h.behind {
                 behind.settle().await;
             }
+            if self.may_keep_open(&h) {
+                let file = h.file.clone();
+                self.idle
+                    .lock()
+                    .keep(h.ino, h.user, file, h.flags, Instant::now());
+            }
         }
+    }
+
+    /// Whether `e` says the server has run out of descriptors, and this
+    /// mount, keeping files open, had some to give back: they are clunked
+    /// (the server having answered) before it returns, for a retry.
+    async fn made_room(&self, e: KernelErrno) -> bool {
+        if e != fail(Errno::EMFILE) && e != fail(Errno::ENFILE) {
+            return false;
+        }
+        let kept = self.idle.lock().drain();
+        let made = !kept.is_empty();
+        for file in kept {
+            if let Ok(file) = Arc::try_unwrap(file) {
+                let _ = file.close().await;
+            }
+        }
+        made
+    }
+
+    /// Whether the file `h` had open may stay open after its close: a
+    /// regular file cached in pages, of which nobody may still hold a lock
+    /// through this mount (a lock held by a fid goes when it is clunked).
+    fn may_keep_open(&self, h: &Handle) -> bool {
+        let regular = self
+            .nodes()
+            .given_attr(h.ino)
+            .is_some_and(|attr| attr.kind == FileType::RegularFile);
+        regular && !h.exact && !self.locked.lock().iter().any(|&(ino, _)| ino == h.ino)
     }
 }
 

@@ -159,6 +159,11 @@ impl Inner {
         // the server's fids name it.
         let named = self.nodes().ino_at(parent, name);
         let _ = self.settle_times(|ino| Some(ino) == named).await;
+        if let Some(ino) = named {
+            // Its last link may be going: the server frees it once no fid
+            // holds it open.
+            self.idle.lock().forget(ino);
+        }
         let dir = self.fid(parent, user).await?;
         dir.unlink_at(name.as_str(), dir_only)
             .await
@@ -185,6 +190,10 @@ impl Inner {
         // Times set behind go to the files they were for, wherever the
         // rename moves them (a directory moved moves what is inside).
         let _ = self.settle_times(|_| true).await;
+        let replaced = self.nodes().ino_at(newparent, newname);
+        if let Some(ino) = replaced {
+            self.idle.lock().forget(ino);
+        }
         let from = self.fid(parent, user).await?;
         let to = self.fid(newparent, user).await?;
         let making = self.making(newparent);

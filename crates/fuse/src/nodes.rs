@@ -291,25 +291,29 @@ impl Nodes {
         }
     }
 
-    /// The kernel forgets `n` lookups; the last one clunks the fids.
-    pub fn forget(&mut self, ino: u64, n: u64) {
+    /// The kernel forgets `n` lookups; the last one clunks the fids, and
+    /// says so.
+    pub fn forget(&mut self, ino: u64, n: u64) -> bool {
         if ino == ROOT {
-            return;
+            return false;
         }
-        if let Some(node) = self.by_ino.get_mut(&ino) {
-            node.lookups = node.lookups.saturating_sub(n);
-            if node.lookups == 0 {
-                let path = node.qid_path;
-                self.place(ino, None);
-                self.by_ino.remove(&ino);
-                if self.numbered.get(&path).is_some_and(|n| n.ino == ino) {
-                    self.numbered.remove(&path);
-                }
-                self.cached_version.remove(&ino);
-                self.given.remove(&ino);
-                self.whole.forget(ino);
-            }
+        let Some(node) = self.by_ino.get_mut(&ino) else {
+            return false;
+        };
+        node.lookups = node.lookups.saturating_sub(n);
+        if node.lookups > 0 {
+            return false;
         }
+        let path = node.qid_path;
+        self.place(ino, None);
+        self.by_ino.remove(&ino);
+        if self.numbered.get(&path).is_some_and(|n| n.ino == ino) {
+            self.numbered.remove(&path);
+        }
+        self.cached_version.remove(&ino);
+        self.given.remove(&ino);
+        self.whole.forget(ino);
+        true
     }
 
     /// `name` in `parent` is gone (unlinked, or replaced by a rename).

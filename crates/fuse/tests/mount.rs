@@ -1050,10 +1050,23 @@ async fn where_the_server_checks_permissions_the_kernel_asks_no_attributes_for_t
 /// Under loose caching a file written through the mount and closed keeps
 /// its pages: read again it is read from them, with no Tread. Its times,
 /// set by the kernel after writeback, are the server's by its next open. A
-/// change another client makes after is read at the next open.
+/// change another client makes after is read at the next open that asks
+/// the server: here every open, no file being kept open after its close.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loose_pages_written_back_are_kept_until_the_file_changes() {
-    let (scene, mnt, session) = mounted("loose-pages", Cache::Loose, Dialect::L).await;
+    // Files closed are let go at once, so that each open asks the server.
+    let options = ninep_fuse::Options {
+        keep_open: 0,
+        ..support::options(Cache::Loose)
+    };
+    let (scene, mnt, session) = mounted_far(
+        "loose-pages",
+        &options,
+        Dialect::L,
+        RamFs::new(),
+        Duration::ZERO,
+    )
+    .await;
     let other = other_client(&scene).await;
     let path = mnt.join("kept");
     let at = path.clone();
@@ -1116,13 +1129,13 @@ async fn loose_times_written_back_do_not_hold_up_the_close() {
     })
     .await
     .unwrap();
-    // Until the last reply, the clunk of the second's fid.
+    // Until the last reply, the second's times.
     tokio::time::sleep(hold * 4).await;
     // Each: the lookup that finds nothing, the create, the write at close,
-    // the times, the clunk; the first's times go with the second's lookup,
-    // its clunk with the create.
+    // the times; the first's times go with the second's lookup. The files
+    // stay open, to be opened again.
     let rounds = scene.rounds_since(mark);
-    assert_eq!(rounds, 8, "round trips to write two files");
+    assert_eq!(rounds, 7, "round trips to write two files");
     let sent = scene.sent();
     assert_eq!(sent.get("Tsetattr"), Some(&2), "{sent:?}");
 
@@ -1291,6 +1304,65 @@ async fn loose_link_counts_follow_a_link_removed() {
     })
     .await
     .unwrap();
+    drop(session);
+}
+
+/// Under loose caching a file closed here stays open at the server for as
+/// long as entries are trusted: opening it again meanwhile, to read or to
+/// write, asks the server nothing, and its pages are kept. An open that
+/// truncates, or one for more access than the file kept has, opens at the
+/// server as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loose_files_opened_again_soon_are_not_opened_at_the_server_again() {
+    let (scene, mnt, session) = mounted("keep-open", Cache::Loose, Dialect::L).await;
+    made_elsewhere(&scene, "theirs", b"made elsewhere").await;
+    let at = mnt.clone();
+    tokio::task::spawn_blocking(move || {
+        std::fs::write(at.join("mine"), "first").unwrap();
+        assert_eq!(std::fs::read(at.join("theirs")).unwrap(), b"made elsewhere");
+    })
+    .await
+    .unwrap();
+    let before = scene.sent();
+    let at = mnt.clone();
+    tokio::task::spawn_blocking(move || {
+        let (mine, theirs) = (at.join("mine"), at.join("theirs"));
+        for _ in 0..3 {
+            assert_eq!(std::fs::read(&mine).unwrap(), b"first");
+        }
+        let mut appending = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&mine)
+            .unwrap();
+        appending.write_all(b" more").unwrap();
+        drop(appending);
+        assert_eq!(std::fs::read(&mine).unwrap(), b"first more");
+        assert_eq!(std::fs::read(&theirs).unwrap(), b"made elsewhere");
+    })
+    .await
+    .unwrap();
+    let after = scene.sent();
+    assert_eq!(more(&before, &after, "Tlopen"), 0, "opened again");
+    assert_eq!(more(&before, &after, "Tread"), 0, "pages kept");
+    assert_eq!(more(&before, &after, "Twrite"), 1, "the append");
+    let at = mnt.clone();
+    tokio::task::spawn_blocking(move || {
+        // Kept open for reading only: writing opens anew.
+        let mut appending = std::fs::OpenOptions::new()
+            .append(true)
+            .open(at.join("theirs"))
+            .unwrap();
+        appending.write_all(b"!").unwrap();
+        drop(appending);
+        std::fs::write(at.join("mine"), "new").unwrap();
+        assert_eq!(std::fs::read(at.join("mine")).unwrap(), b"new");
+    })
+    .await
+    .unwrap();
+    assert_eq!(more(&after, &scene.sent(), "Tlopen"), 2);
+    let other = other_client(&scene).await;
+    assert_eq!(other.read("mine").await.unwrap(), b"new");
+    assert_eq!(other.read("theirs").await.unwrap(), b"made elsewhere!");
     drop(session);
 }
 
