@@ -251,6 +251,10 @@ impl Inner {
         if set.size.is_some() {
             self.forget_read_ahead(ino).await;
         }
+        if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+            // Who may open it changes: the next open asks the server.
+            self.idle.lock().forget(ino);
+        }
         // ftruncate and fchmod work on open files whose names are gone; the
         // inode's fid serves when the open one names a path that is gone
         // (diod, after a rename).

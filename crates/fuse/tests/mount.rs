@@ -1310,8 +1310,8 @@ async fn loose_link_counts_follow_a_link_removed() {
 /// Under loose caching a file closed here stays open at the server for as
 /// long as entries are trusted: opening it again meanwhile, to read or to
 /// write, asks the server nothing, and its pages are kept. An open that
-/// truncates, or one for more access than the file kept has, opens at the
-/// server as before.
+/// truncates, one for more access than the file kept has, or one after a
+/// change of who may open it, opens at the server as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loose_files_opened_again_soon_are_not_opened_at_the_server_again() {
     let (scene, mnt, session) = mounted("keep-open", Cache::Loose, Dialect::L).await;
@@ -1360,6 +1360,17 @@ async fn loose_files_opened_again_soon_are_not_opened_at_the_server_again() {
     .await
     .unwrap();
     assert_eq!(more(&after, &scene.sent(), "Tlopen"), 2);
+    // Who may open it changed: the server is asked again.
+    let before = scene.sent();
+    let at = mnt.clone();
+    tokio::task::spawn_blocking(move || {
+        let mine = at.join("mine");
+        std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(std::fs::read(&mine).unwrap(), b"new");
+    })
+    .await
+    .unwrap();
+    assert_eq!(more(&before, &scene.sent(), "Tlopen"), 1);
     let other = other_client(&scene).await;
     assert_eq!(other.read("mine").await.unwrap(), b"new");
     assert_eq!(other.read("theirs").await.unwrap(), b"made elsewhere!");
