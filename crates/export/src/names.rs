@@ -116,9 +116,13 @@ pub(crate) async fn create(
             .map_err(errno)?;
             inner.unmask(&parent, fd.as_fd(), mode);
             let st = rustix::fs::fstat(&fd).map_err(errno)?;
-            // A create refused (out of descriptors, say) leaves no file.
+            // A create refused (out of descriptors, say) leaves no file:
+            // the one it made, if the name still holds that.
             let node = inner.lookup(&parent, &name).inspect_err(|_| {
-                let _ = rustix::fs::unlinkat(&parent.fd, name.as_str(), AtFlags::empty());
+                let now = rustix::fs::statat(&parent.fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW);
+                if now.is_ok_and(|now| now.st_ino == st.st_ino && now.st_dev == st.st_dev) {
+                    let _ = rustix::fs::unlinkat(&parent.fd, name.as_str(), AtFlags::empty());
+                }
             })?;
             if node.ino != st.st_ino || node.dev != st.st_dev {
                 return Err(Error::with_errno(

@@ -251,8 +251,9 @@ impl Inner {
         if set.size.is_some() {
             self.forget_read_ahead(ino).await;
         }
-        if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
-            // Who may open it changes: the next open asks the server.
+        // Who may open it changes: the next open asks the server.
+        let who_may = set.mode.is_some() || set.uid.is_some() || set.gid.is_some();
+        if who_may {
             self.idle.lock().forget(ino);
         }
         // ftruncate and fchmod work on open files whose names are gone; the
@@ -271,6 +272,10 @@ impl Inner {
             fid.setattr(&set).await.map_err(errno)?;
         } else {
             by_handle?;
+        }
+        if who_may {
+            // Again: a close answered meanwhile may have kept it.
+            self.idle.lock().forget(ino);
         }
         if times_only {
             if let Some(attr) = self.times_given(ino, &set) {

@@ -27,7 +27,7 @@ fn server_flags(flags: u32) -> u32 {
 /// may read a page of a file open only for writing (to fill the rest of
 /// it) and places appends itself: O_WRONLY becomes O_RDWR, and O_APPEND,
 /// which would make the server place the kernel's writes again, goes.
-fn writeback_flags(flags: u32) -> u32 {
+pub(crate) fn writeback_flags(flags: u32) -> u32 {
     let flags = flags & !dotl::O_APPEND;
     if flags & dotl::O_ACCMODE == dotl::O_WRONLY {
         flags & !dotl::O_ACCMODE | dotl::O_RDWR

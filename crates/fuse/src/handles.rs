@@ -16,7 +16,7 @@ pub(crate) struct Handle {
     /// The inode it was opened on, and whose fids opened it.
     pub ino: u64,
     pub user: u32,
-    /// The open flags the server was given.
+    /// The open flags the server was given (O_TRUNC aside, which is done).
     pub flags: u32,
     /// A synthetic file, or one of unknown length: read and written
     /// directly, a short read going back to the reader as it is, as such

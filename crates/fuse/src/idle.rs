@@ -1,9 +1,11 @@
 //! Files closed under loose caching but left open at the server for a
 //! while, so that opening one again soon (PostMark appending to a file it
 //! wrote, a build reading a header once more) is answered without a round
-//! trip, as Linux's SMB client defers its closes. Loose caching already
-//! takes a file to be unchanged by others for as long as its attributes
-//! are trusted; a file kept open is given out again only within that time.
+//! trip, as Linux's SMB client defers its closes. A file kept open is given
+//! out again only for as long as loose caching trusts attributes (counted
+//! from the close), and is taken to be unchanged by others: a change
+//! another client makes in that time is missed by the open, as loose
+//! caching misses it in the size and times the kernel keeps.
 //!
 //! Each is kept on the inode and user it was opened for, with the open
 //! flags it was opened with: it serves a later open asking for the same
@@ -35,7 +37,7 @@ pub(crate) struct IdleFiles<F> {
 struct Idle<F> {
     user: u32,
     file: F,
-    /// The open flags it was opened with, as the server got them.
+    /// The open flags it was opened with (O_TRUNC aside, which is done).
     flags: u32,
     since: Instant,
 }
@@ -87,7 +89,7 @@ impl<F> IdleFiles<F> {
         self.expire(now);
         // Records of files taken or kept again pile up where files are
         // reopened often: dropped once they are most of the queue.
-        if self.order.len() > 2 * self.most {
+        if self.order.len() > self.most.saturating_mul(2) {
             let by_ino = &self.by_ino;
             self.order.retain(|&(since, ino, user)| {
                 by_ino.get(&ino).is_some_and(|kept| {

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use fuser::{Config, Errno as KernelErrno, FileType, MountOption, SessionACL};
 use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, WriteBehind};
-use ninep_wire::{Dialect, Errno, Name};
+use ninep_wire::{Dialect, Errno, Name, QidType};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
@@ -76,7 +76,8 @@ pub enum Cache {
     /// for as long as entries are trusted or until the server shows
     /// otherwise. A regular file closed stays open at the server for that
     /// time too ([`Options::keep_open`]), and an open of it meanwhile,
-    /// without O_TRUNC and for no more access, is answered without asking.
+    /// without O_TRUNC and for no more access, is answered without asking:
+    /// a change another client made since the close is then missed.
     /// A file written back keeps its pages at its next open if
     /// it is still at the qid.version it had just after, so a change made
     /// by another client while it was open here for writing is missed
@@ -194,12 +195,16 @@ impl std::fmt::Debug for Mount {
 impl Mount {
     /// Unmounts, if nobody has yet, and returns once the server has what
     /// the kernel left with the mount: the times of files it wrote back as
-    /// it went.
+    /// it went, and the clunks of files kept open.
     pub async fn unmount(self) {
         drop(self.session);
         let settled = self.inner.settle_times(|_| true);
         if tokio::time::timeout(UNMOUNT_WAIT, settled).await.is_err() {
             tracing::warn!("unmounted with times of files written still unset");
+        }
+        let closed = self.inner.close_idle();
+        if tokio::time::timeout(UNMOUNT_WAIT, closed).await.is_err() {
+            tracing::warn!("unmounted with files kept open still unclunked");
         }
     }
 }
@@ -443,7 +448,11 @@ impl Inner {
     /// A new fid walked from `user`'s attach along the path of `ino`.
     async fn walk_to(&self, ino: u64, user: u32) -> Result<Fid, KernelErrno> {
         let (root, path) = self.path_from_root(ino, user).await?;
-        root.walk(&path).await.map_err(errno)
+        // A server's fids may hold descriptors too (an export's do).
+        match root.walk(&path).await.map_err(errno) {
+            Err(e) if self.made_room(e).await => root.walk(&path).await.map_err(errno),
+            walked => walked,
+        }
     }
 
     /// `user`'s attach and the path of `ino` from it.
@@ -597,30 +606,44 @@ impl Inner {
 
     /// Whether `e` says the server has run out of descriptors, and this
     /// mount, keeping files open, had some to give back: they are clunked
-    /// (the server having answered) before it returns, for a retry.
+    /// before it returns, for a retry.
     async fn made_room(&self, e: KernelErrno) -> bool {
-        if e != fail(Errno::EMFILE) && e != fail(Errno::ENFILE) {
-            return false;
-        }
+        (e == fail(Errno::EMFILE) || e == fail(Errno::ENFILE)) && self.close_idle().await
+    }
+
+    /// Clunks every file kept open, all at once, and returns once the
+    /// server has answered for each that nothing else holds (one a task
+    /// still holds is clunked when it lets go); false if none was kept.
+    async fn close_idle(&self) -> bool {
         let kept = self.idle.lock().drain();
         let made = !kept.is_empty();
-        for file in kept {
-            if let Ok(file) = Arc::try_unwrap(file) {
-                let _ = file.close().await;
-            }
-        }
+        let closing = kept
+            .into_iter()
+            .filter_map(|file| Arc::try_unwrap(file).ok())
+            .map(File::close);
+        futures::future::join_all(closing).await;
         made
     }
 
     /// Whether the file `h` had open may stay open after its close: a
-    /// regular file cached in pages, of which nobody may still hold a lock
-    /// through this mount (a lock held by a fid goes when it is clunked).
+    /// regular file cached in pages, not for exclusive use, of which nobody
+    /// may still hold a lock through this mount (a lock held by a fid goes
+    /// when it is clunked).
     fn may_keep_open(&self, h: &Handle) -> bool {
         let regular = self
             .nodes()
             .given_attr(h.ino)
             .is_some_and(|attr| attr.kind == FileType::RegularFile);
-        regular && !h.exact && !self.locked.lock().iter().any(|&(ino, _)| ino == h.ino)
+        // One open at a time: kept, it would refuse every other.
+        let exclusive = h.file.qid().ty.contains(QidType::EXCL);
+        // Opened as the writeback cache has files opened, or no open
+        // would ever ask for it again.
+        let reusable = files::writeback_flags(h.flags) == h.flags;
+        regular
+            && reusable
+            && !exclusive
+            && !h.exact
+            && !self.locked.lock().iter().any(|&(ino, _)| ino == h.ino)
     }
 }
 

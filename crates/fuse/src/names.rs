@@ -159,15 +159,15 @@ impl Inner {
         // the server's fids name it.
         let named = self.nodes().ino_at(parent, name);
         let _ = self.settle_times(|ino| Some(ino) == named).await;
-        if let Some(ino) = named {
-            // Its last link may be going: the server frees it once no fid
-            // holds it open.
-            self.idle.lock().forget(ino);
-        }
         let dir = self.fid(parent, user).await?;
         dir.unlink_at(name.as_str(), dir_only)
             .await
             .map_err(errno)?;
+        if let Some(ino) = named {
+            // Its last link may have gone: the server frees it once no fid
+            // holds it open.
+            self.idle.lock().forget(ino);
+        }
         self.nodes().unlinked(parent, name);
         let links = if dir_only {
             Links::Subdirectory
@@ -200,6 +200,9 @@ impl Inner {
         from.rename_at(oldname, &to, newname)
             .await
             .map_err(|e| making.failed(e))?;
+        if let Some(ino) = replaced {
+            self.idle.lock().forget(ino);
+        }
         let mut nodes = self.nodes();
         nodes.renamed(parent, oldname, newparent, newname);
         making.done();

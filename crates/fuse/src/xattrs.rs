@@ -9,6 +9,9 @@ use crate::{Inner, KernelErrno, errno, fail};
 /// The attribute holding a file's capabilities.
 const CAPABILITY: &str = "security.capability";
 
+/// The attribute holding a file's access ACL.
+const ACL_ACCESS: &str = "system.posix_acl_access";
+
 /// An extended attribute's value, or a list of names, as the kernel asked.
 pub(crate) enum Xattr {
     /// Asked with room for 0 bytes: how many there are.
@@ -69,14 +72,26 @@ impl Inner {
             self.without_caps(ino, false);
         }
         let fid = self.fid(ino, user).await?;
-        fid.set_xattr(name, value, flags).await.map_err(errno)
+        fid.set_xattr(name, value, flags).await.map_err(errno)?;
+        self.acl_changed(ino, name);
+        Ok(())
     }
 
     /// Removes attribute `name` of `ino`.
     pub async fn remove_xattr(&self, ino: u64, user: u32, name: &str) -> Result<(), KernelErrno> {
         self.has_xattrs()?;
         let fid = self.fid(ino, user).await?;
-        fid.remove_xattr(name).await.map_err(errno)
+        fid.remove_xattr(name).await.map_err(errno)?;
+        self.acl_changed(ino, name);
+        Ok(())
+    }
+
+    /// After attribute `name` of `ino` changed: an access ACL changes who
+    /// may open the file, so the next open asks the server.
+    fn acl_changed(&self, ino: u64, name: &str) {
+        if name == ACL_ACCESS {
+            self.idle.lock().forget(ino);
+        }
     }
 
     /// Extended attributes are 9P2000.L's alone.

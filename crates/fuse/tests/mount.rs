@@ -1377,6 +1377,38 @@ async fn loose_files_opened_again_soon_are_not_opened_at_the_server_again() {
     drop(session);
 }
 
+/// A file for exclusive use (DMEXCL), which the server lets one fid open
+/// at a time, is never kept open after its close: others may open it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loose_files_for_exclusive_use_are_not_kept_open() {
+    let (scene, mnt, session) = mounted("keep-excl", Cache::Loose, Dialect::Base).await;
+    let addr = format!("unix!{}", scene.base.join("sock").display());
+    let options = ninep_client::Options {
+        dialect: Some(Dialect::Base),
+        ..Default::default()
+    };
+    let client = Client::connect_with(&addr, options).await.unwrap();
+    let other = client.attach_as("root", 0, "").await.unwrap();
+    let perm = ninep_wire::consts::mode::DMEXCL | 0o644;
+    let file = other
+        .create("lock", perm, ninep_wire::consts::dotl::O_WRONLY)
+        .await
+        .unwrap();
+    file.write_all_at(0, bytes::Bytes::from_static(b"held"))
+        .await
+        .unwrap();
+    file.close().await.unwrap();
+    let at = mnt.clone();
+    tokio::task::spawn_blocking(move || {
+        assert_eq!(std::fs::read(at.join("lock")).unwrap(), b"held");
+    })
+    .await
+    .unwrap();
+    let opened = other.open("lock", ninep_wire::consts::dotl::O_RDONLY).await;
+    assert!(opened.is_ok(), "{:?}", opened.err());
+    drop(session);
+}
+
 /// Under loose caching the attributes given are trusted as long as the
 /// kernel may trust them, even where the kernel asks again after a change
 /// made through the mount (a create in the directory, a write): what it
