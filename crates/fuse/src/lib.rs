@@ -421,7 +421,8 @@ impl Inner {
     /// itself (the next request needing one walks anew, but most files
     /// opened are next closed, removed by name or opened again), else a
     /// clone of the one kept or one walked along the path, opened in the
-    /// same round trip where the server keeps order.
+    /// same round trip where the server keeps order. A server out of
+    /// descriptors is given back the files kept open, and asked again.
     async fn open_fid(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
         match self.open_fid_once(ino, user, flags).await {
             Err(e) if self.made_room(e).await => self.open_fid_once(ino, user, flags).await,
@@ -429,6 +430,7 @@ impl Inner {
         }
     }
 
+    /// One try of [`Inner::open_fid`].
     async fn open_fid_once(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
         let walked = self.nodes().take_fid(ino, user);
         if let Some(fid) = walked {
