@@ -251,11 +251,7 @@ impl Inner {
         if set.size.is_some() {
             self.forget_read_ahead(ino).await;
         }
-        // Who may open it changes: the next open asks the server.
         let who_may = set.mode.is_some() || set.uid.is_some() || set.gid.is_some();
-        if who_may {
-            self.idle.lock().forget(ino);
-        }
         // ftruncate and fchmod work on open files whose names are gone; the
         // inode's fid serves when the open one names a path that is gone
         // (diod, after a rename).
@@ -274,7 +270,9 @@ impl Inner {
             by_handle?;
         }
         if who_may {
-            // Again: a close answered meanwhile may have kept it.
+            // Who may open it changed: the next open asks the server. Let
+            // go after the change, so that a close answered meanwhile
+            // cannot keep it.
             self.idle.lock().forget(ino);
         }
         if times_only {

@@ -191,9 +191,6 @@ impl Inner {
         // rename moves them (a directory moved moves what is inside).
         let _ = self.settle_times(|_| true).await;
         let replaced = self.nodes().ino_at(newparent, newname);
-        if let Some(ino) = replaced {
-            self.idle.lock().forget(ino);
-        }
         let from = self.fid(parent, user).await?;
         let to = self.fid(newparent, user).await?;
         let making = self.making(newparent);
@@ -201,6 +198,7 @@ impl Inner {
             .await
             .map_err(|e| making.failed(e))?;
         if let Some(ino) = replaced {
+            // As for a remove: the server frees it once no fid holds it.
             self.idle.lock().forget(ino);
         }
         let mut nodes = self.nodes();
