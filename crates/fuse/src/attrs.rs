@@ -134,24 +134,27 @@ impl Inner {
         // attributes are asked for on the fid kept while the walk goes,
         // and serve if the reply's qid is the one the walk reached.
         // Otherwise the walk and the stat of what it reaches go together.
-        let kept = self.nodes().fid_at(parent, name, user);
-        let (fid, found) = match kept {
-            Some(kept) => {
-                let (walked, early) = tokio::join!(dir.walk(names), self.conn.attr(&kept));
-                let fid = walked.map_err(errno)?;
-                match early {
-                    Ok((qid, attr)) if qid.path == fid.qid().path => (fid, (qid, attr)),
-                    _ => {
-                        let found = self.conn.attr(&fid).await?;
-                        (fid, found)
+        let walk = || async {
+            let kept = self.nodes().fid_at(parent, name, user);
+            match kept {
+                Some(kept) => {
+                    let (walked, early) = tokio::join!(dir.walk(names), self.conn.attr(&kept));
+                    let fid = walked.map_err(errno)?;
+                    match early {
+                        Ok((qid, attr)) if qid.path == fid.qid().path => Ok((fid, (qid, attr))),
+                        _ => {
+                            let found = self.conn.attr(&fid).await?;
+                            Ok((fid, found))
+                        }
                     }
                 }
-            }
-            None => {
-                let (fid, info) = dir.walk_stat(names).await.map_err(errno)?;
-                (fid, self.conn.attrs_of(&info))
+                None => {
+                    let (fid, info) = dir.walk_stat(names).await.map_err(errno)?;
+                    Ok((fid, self.conn.attrs_of(&info)))
+                }
             }
         };
+        let (fid, found) = self.with_room(walk).await?;
         Ok(self.found(parent, name, user, Some(fid), found))
     }
 

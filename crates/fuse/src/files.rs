@@ -131,12 +131,11 @@ impl Inner {
         let making = self.making(parent);
         // The clone of the directory's fid, the create on it and the stat
         // of the new file go together where the server keeps their order.
-        let create = || dir.create_beside(name.as_str(), perm, flags, gid);
-        let created = match create().await {
-            Err(e) if self.made_room(fail(e.errno())).await => create().await,
-            created => created,
+        let create = || async {
+            let created = dir.create_beside(name.as_str(), perm, flags, gid).await;
+            created.map_err(|e| making.failed(e))
         };
-        let (file, info) = created.map_err(|e| making.failed(e))?;
+        let (file, info) = self.with_room(create).await?;
         // The new file's inode gets a walked fid only when one is needed:
         // most files written and closed are next removed by name, or
         // opened, which walks anyway.

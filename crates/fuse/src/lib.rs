@@ -424,10 +424,8 @@ impl Inner {
     /// same round trip where the server keeps order. A server out of
     /// descriptors is given back the files kept open, and asked again.
     async fn open_fid(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
-        match self.open_fid_once(ino, user, flags).await {
-            Err(e) if self.made_room(e).await => self.open_fid_once(ino, user, flags).await,
-            opened => opened,
-        }
+        self.with_room(|| self.open_fid_once(ino, user, flags))
+            .await
     }
 
     /// One try of [`Inner::open_fid`].
@@ -450,11 +448,8 @@ impl Inner {
     /// A new fid walked from `user`'s attach along the path of `ino`.
     async fn walk_to(&self, ino: u64, user: u32) -> Result<Fid, KernelErrno> {
         let (root, path) = self.path_from_root(ino, user).await?;
-        // A server's fids may hold descriptors too (an export's do).
-        match root.walk(&path).await.map_err(errno) {
-            Err(e) if self.made_room(e).await => root.walk(&path).await.map_err(errno),
-            walked => walked,
-        }
+        self.with_room(|| async { root.walk(&path).await.map_err(errno) })
+            .await
     }
 
     /// `user`'s attach and the path of `ino` from it.
@@ -606,11 +601,20 @@ impl Inner {
         }
     }
 
-    /// Whether `e` says the server has run out of descriptors, and this
-    /// mount, keeping files open, had some to give back: they are clunked
-    /// before it returns, for a retry.
-    async fn made_room(&self, e: KernelErrno) -> bool {
-        (e == fail(Errno::EMFILE) || e == fail(Errno::ENFILE)) && self.close_idle().await
+    /// What `call` gets, asked once more if the server had run out of
+    /// descriptors and this mount, keeping files open, had some to give
+    /// back: they are clunked before the second call. Every request that
+    /// walks or opens may meet the shortage at a server whose fids hold
+    /// descriptors (an export's do), even for a name that is not there.
+    async fn with_room<T, F>(&self, call: impl Fn() -> F) -> Result<T, KernelErrno>
+    where
+        F: Future<Output = Result<T, KernelErrno>>,
+    {
+        let short = |e| e == fail(Errno::EMFILE) || e == fail(Errno::ENFILE);
+        match call().await {
+            Err(e) if short(e) && self.close_idle().await => call().await,
+            done => done,
+        }
     }
 
     /// Clunks every file kept open, all at once, and returns once the
