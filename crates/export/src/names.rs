@@ -11,7 +11,7 @@ use ninep_wire::consts::mode::DMAPPEND;
 use ninep_wire::{Dialect, Errno, Name, Qid};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-use crate::confine::{Place, beneath, not_dir_entry};
+use crate::confine::{Node, Place, beneath, not_dir_entry};
 use crate::open_flags::oflags;
 use crate::{Export, ExportFile, Identity, errno};
 
@@ -90,6 +90,29 @@ pub(crate) async fn walk(
     Ok((file, qid))
 }
 
+/// What `then` gives for `name`, just made in `parent`. A call refused
+/// after the making (its node needs a descriptor, and the server may be
+/// out of them) leaves nothing behind, so that asking again may succeed:
+/// what was made is removed, if the name still holds it.
+fn undone_on_failure<T>(parent: &Node, name: &str, then: impl FnOnce() -> Result<T>) -> Result<T> {
+    let stat = || rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW);
+    let made = stat();
+    then().inspect_err(|_| {
+        let (Ok(made), Ok(now)) = (made, stat()) else {
+            return;
+        };
+        if (now.st_ino, now.st_dev) == (made.st_ino, made.st_dev) {
+            let dir = FileType::from_raw_mode(made.st_mode) == FileType::Directory;
+            let how = if dir {
+                AtFlags::REMOVEDIR
+            } else {
+                AtFlags::empty()
+            };
+            let _ = rustix::fs::unlinkat(&parent.fd, name, how);
+        }
+    })
+}
+
 pub(crate) async fn create(
     export: &Export,
     dir: &ExportFile,
@@ -116,14 +139,7 @@ pub(crate) async fn create(
             .map_err(errno)?;
             inner.unmask(&parent, fd.as_fd(), mode);
             let st = rustix::fs::fstat(&fd).map_err(errno)?;
-            // A create refused (out of descriptors, say) leaves no file:
-            // the one it made, if the name still holds that.
-            let node = inner.lookup(&parent, &name).inspect_err(|_| {
-                let now = rustix::fs::statat(&parent.fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW);
-                if now.is_ok_and(|now| now.st_ino == st.st_ino && now.st_dev == st.st_dev) {
-                    let _ = rustix::fs::unlinkat(&parent.fd, name.as_str(), AtFlags::empty());
-                }
-            })?;
+            let node = undone_on_failure(&parent, &name, || inner.lookup(&parent, &name))?;
             if node.ino != st.st_ino || node.dev != st.st_dev {
                 return Err(Error::with_errno(
                     Errno::ENOENT,
@@ -166,7 +182,7 @@ pub(crate) async fn mkdir(
                 Mode::from_raw_mode(mode & 0o7777),
             )
             .map_err(errno)?;
-            inner.made(&parent, &name, mode)
+            undone_on_failure(&parent, &name, || inner.made(&parent, &name, mode))
         })
         .await
 }
@@ -216,7 +232,7 @@ pub(crate) async fn mknod(
                 dev,
             )
             .map_err(errno)?;
-            inner.made(&parent, &name, mode)
+            undone_on_failure(&parent, &name, || inner.made(&parent, &name, mode))
         })
         .await
 }

@@ -17,6 +17,7 @@ use ninep_client::{Client, Fsys};
 use ninep_export::{Export, Options as ExportOptions};
 use ninep_server::tree::{Dir, Tree};
 use ninep_server::{Error, Server, Spawned};
+use ninep_testkit::attach_root;
 use ninep_transport::Addr;
 use ninep_wire::Errno;
 use ninep_wire::consts::dotl::{O_RDONLY, O_RDWR, O_WRONLY};
@@ -175,12 +176,7 @@ async fn serve_at<F: ninep_server::Filesystem>(fs: F, dir: &Path, name: &str) ->
     let addr = Addr::Unix(dir.join(name));
     let listener = addr.listen().await.unwrap();
     let server = Server::new(fs).spawn(listener);
-    let fsys = Client::connect(&addr.to_string())
-        .await
-        .unwrap()
-        .attach_as("root", 0, "")
-        .await
-        .unwrap();
+    let fsys = attach_root(&addr.to_string()).await;
     (server, fsys)
 }
 

@@ -604,8 +604,9 @@ impl Inner {
     /// What `call` gets, asked once more if the server had run out of
     /// descriptors and this mount, keeping files open, had some to give
     /// back: they are clunked before the second call. Every request that
-    /// walks or opens may meet the shortage at a server whose fids hold
-    /// descriptors (an export's do), even for a name that is not there.
+    /// walks, opens or makes may meet the shortage at a server whose fids
+    /// hold descriptors (an export's do), even for a name that is not
+    /// there, and an export refusing a make leaves nothing made.
     async fn with_room<T, F>(&self, call: impl Fn() -> F) -> Result<T, KernelErrno>
     where
         F: Future<Output = Result<T, KernelErrno>>,

@@ -116,19 +116,22 @@ impl Inner {
             Make::Node { .. } | Make::Symlink { .. } => Links::None,
         };
         // A new directory's qid, if any.
-        let made = match what {
-            Make::Dir { mode, gid } => dir.mkdir_with_gid(at, mode, gid).await.map(Some),
-            Make::Node { mode, rdev, gid } => {
-                let rdev = u64::from(rdev);
-                dir.mknod(at, Node { mode, rdev }, gid).await.map(|_| None)
-            }
-            Make::Symlink { target, gid } => dir.symlink(at, &target, gid).await.map(|_| None),
-            Make::Link { to } => {
-                let to = self.fid(to, user).await?;
-                dir.link(at, &to).await.map(|()| None)
-            }
+        let make = || async {
+            let made = match &what {
+                &Make::Dir { mode, gid } => dir.mkdir_with_gid(at, mode, gid).await.map(Some),
+                &Make::Node { mode, rdev, gid } => {
+                    let rdev = u64::from(rdev);
+                    dir.mknod(at, Node { mode, rdev }, gid).await.map(|_| None)
+                }
+                Make::Symlink { target, gid } => dir.symlink(at, target, *gid).await.map(|_| None),
+                &Make::Link { to } => {
+                    let to = self.fid(to, user).await?;
+                    dir.link(at, &to).await.map(|()| None)
+                }
+            };
+            made.map_err(|e| making.failed(e))
         };
-        let new_dir = made.map_err(|e| making.failed(e))?;
+        let new_dir = self.with_room(make).await?;
         self.nodes().entry_made(parent, name);
         making.done();
         self.entries_changed(parent, what_links);

@@ -64,8 +64,7 @@ impl Scene {
 /// A client of the mount's server of its own, attached as root.
 async fn other_client(scene: &Scene) -> ninep_client::Fsys {
     let addr = format!("unix!{}", scene.base.join("sock").display());
-    let client = Client::connect(&addr).await.unwrap();
-    client.attach_as("root", 0, "").await.unwrap()
+    ninep_testkit::attach_root(&addr).await
 }
 
 /// Makes `name` holding `data` through another client, so that no page of
@@ -1495,12 +1494,7 @@ async fn a_write_by_another_user_drops_set_id_bits() {
         .unwrap();
         let addr = Addr::Unix(base.join("sock"));
         support::serve(export, &addr).await;
-        let fsys = Client::connect(&addr.to_string())
-            .await
-            .unwrap()
-            .attach_as("root", 0, "")
-            .await
-            .unwrap();
+        let fsys = ninep_testkit::attach_root(&addr.to_string()).await;
         let options = ninep_fuse::Options {
             source: "ninep-test".into(),
             cache,

@@ -6,10 +6,11 @@
 //! [`Scheme`] and the client's [`Prover`].
 //!
 //! [`read_frame`] and [`tag`] take 9P messages off a byte stream whole,
-//! for proxies that count, hold or change them.
+//! for proxies that count, hold or change them. [`attach_root`] is a
+//! client's attach as root, the usual first step of a test.
 
 use bytes::Bytes;
-use ninep_client::{AuthFid, Prover};
+use ninep_client::{AuthFid, Client, Fsys, Prover};
 use ninep_server::User;
 use ninep_server::auth::{BoxFuture, Exchange, Proof, Scheme};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -79,4 +80,15 @@ pub async fn read_frame(from: &mut (impl AsyncRead + Unpin)) -> Option<Vec<u8>> 
 /// The tag of a whole message that [`read_frame`] gave.
 pub fn tag(frame: &[u8]) -> u16 {
     u16::from_le_bytes([frame[5], frame[6]])
+}
+
+/// An attach as root (uid 0) to the main tree of the server at `addr`.
+pub async fn attach_root(addr: &str) -> Fsys {
+    let client = Client::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("{addr}: {e}"));
+    client
+        .attach_as("root", 0, "")
+        .await
+        .unwrap_or_else(|e| panic!("attach to {addr}: {e}"))
 }
