@@ -37,6 +37,10 @@ pub struct Args {
     /// open file (0: none).
     #[arg(long, default_value_t = ninep_fuse::Options::READ_AHEAD)]
     read_ahead: u64,
+    /// Most bytes read ahead for all open files together; a file read in
+    /// order while they are in use is read without reading ahead.
+    #[arg(long, default_value_t = ninep_fuse::Options::READ_AHEAD_TOTAL)]
+    read_ahead_total: u64,
     /// Most files kept open at the server after their close under --cache
     /// loose, for as long as entries are trusted, so that opening one again
     /// needs no round trip (0: none).
@@ -122,6 +126,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         cache: args.cache,
         access,
         read_ahead: args.read_ahead,
+        read_ahead_total: args.read_ahead_total,
         permissions: args.permissions,
         keep_open: args.keep_open,
     };

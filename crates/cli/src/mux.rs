@@ -45,6 +45,10 @@ pub struct Args {
     /// (cover the upstream link's bandwidth-delay product); 0 turns it off.
     #[arg(long, default_value_t = Config::default().read_ahead)]
     read_ahead: u64,
+    /// Most bytes read ahead upstream for all open files together; a file
+    /// read in order while they are in use is read only as asked.
+    #[arg(long, default_value_t = Config::default().read_ahead_total)]
+    read_ahead_total: u64,
     #[command(flatten)]
     auth: PolicyArgs,
     #[command(flatten)]
@@ -65,6 +69,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         n_uname,
         window: args.window,
         read_ahead: args.read_ahead,
+        read_ahead_total: args.read_ahead_total,
         attach_per_user: args.access == "user",
         dialer: args.upstream.dialer()?,
         prover: args

@@ -11,14 +11,18 @@
 //!
 //! Memory: a transfer holds at most its window (the `max` given to
 //! [`ReadAhead::new`]), plus [`QUEUED`] pieces waiting to be asked for and
-//! [`SKIPPED_MAX`] bytes passed over by reads that came out of order.
+//! [`SKIPPED_MAX`] bytes passed over by reads that came out of order. The
+//! read-ahead of many files at once (a mount's, a mux's) shares a
+//! [`ReadAheadBudget`]: each transfer's window comes out of it while it
+//! runs, and a file read in order while the budget is spent is read
+//! without reading ahead until some comes back.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use ninep_wire::{Qid, QidType};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc};
 
 use crate::error::Error;
 use crate::file::File;
@@ -30,6 +34,40 @@ const QUEUED: usize = 4;
 /// Most bytes kept for reads that arrive after one further on (see
 /// [`Skipped`]); a read further than this past the transfer stops it.
 const SKIPPED_MAX: u64 = 16 << 20;
+
+/// The unit a [`ReadAheadBudget`] is counted in.
+const BUDGET_UNIT: u64 = 64 << 10;
+
+/// The bytes that all the read-ahead sharing it may have in flight at once
+/// (see the module's comment).
+#[derive(Debug, Clone)]
+pub struct ReadAheadBudget(Arc<Semaphore>);
+
+impl ReadAheadBudget {
+    /// A budget of `bytes`, counted in whole units of 64 KiB.
+    pub fn new(bytes: u64) -> ReadAheadBudget {
+        let units = (bytes / BUDGET_UNIT).min(Semaphore::MAX_PERMITS as u64);
+        ReadAheadBudget(Arc::new(Semaphore::new(units as usize)))
+    }
+
+    /// Up to `want` bytes of the budget, held until the grant is dropped;
+    /// `None` if not a unit is left.
+    fn take(&self, want: u64) -> Option<(u64, OwnedSemaphorePermit)> {
+        let want = (want / BUDGET_UNIT).clamp(1, u64::from(u32::MAX)) as u32;
+        loop {
+            let left = self.0.available_permits().min(want as usize) as u32;
+            if left == 0 {
+                return None;
+            }
+            match self.0.clone().try_acquire_many_owned(left) {
+                Ok(grant) => return Some((u64::from(left) * BUDGET_UNIT, grant)),
+                // Others took some meanwhile: what is left now.
+                Err(TryAcquireError::NoPermits) => continue,
+                Err(TryAcquireError::Closed) => return None,
+            }
+        }
+    }
+}
 
 /// What holds an open file that may be read ahead: the transfer's task
 /// keeps the holder, so the file stays open while it runs.
@@ -49,6 +87,8 @@ impl OpenFile for File {
 pub struct ReadAhead {
     /// Most bytes in flight for the transfer; 0 never reads ahead.
     max: u64,
+    /// Where the transfer's window comes from, if shared.
+    budget: Option<ReadAheadBudget>,
     state: Mutex<State>,
 }
 
@@ -126,6 +166,8 @@ struct Running {
     leftover: Bytes,
     pieces: mpsc::Receiver<Result<Bytes, Error>>,
     task: tokio::task::JoinHandle<()>,
+    /// The window's share of a budget, given back with the transfer.
+    _grant: Option<OwnedSemaphorePermit>,
 }
 
 impl Drop for Running {
@@ -140,7 +182,16 @@ impl ReadAhead {
     pub fn new(max: u64) -> ReadAhead {
         ReadAhead {
             max,
+            budget: None,
             state: Mutex::new(State::default()),
+        }
+    }
+
+    /// This read-ahead, its window taken from `budget` while it runs.
+    pub fn sharing(self, budget: &ReadAheadBudget) -> ReadAhead {
+        ReadAhead {
+            budget: Some(budget.clone()),
+            ..self
         }
     }
 
@@ -155,6 +206,7 @@ impl ReadAhead {
         };
         ReadAhead {
             max,
+            budget: None,
             state: Mutex::new(state),
         }
     }
@@ -188,7 +240,7 @@ impl ReadAhead {
         };
         if state.running.is_none() && (in_order || streaming) && self.max > 0 {
             match state.eligible {
-                Some(true) => state.running = Some(self.start(holder.clone(), offset)),
+                Some(true) => state.running = self.start(holder.clone(), offset),
                 Some(false) => {}
                 None => {
                     // Whether the file may be read ahead is learnt beside a
@@ -202,7 +254,7 @@ impl ReadAhead {
                     state.eligible = Some(eligible);
                     state.last_end = Some(end);
                     if eligible && !data.is_empty() {
-                        state.running = Some(self.start(holder.clone(), end));
+                        state.running = self.start(holder.clone(), end);
                     }
                     return Ok(data);
                 }
@@ -275,11 +327,19 @@ impl ReadAhead {
         }
     }
 
-    /// Starts reading `holder`'s file from `offset` to its end.
-    fn start<H: OpenFile>(&self, holder: Arc<H>, offset: u64) -> Running {
+    /// Starts reading `holder`'s file from `offset` to its end, if the
+    /// budget has room for a window.
+    fn start<H: OpenFile>(&self, holder: Arc<H>, offset: u64) -> Option<Running> {
+        let (window, grant) = match &self.budget {
+            Some(budget) => {
+                let (bytes, grant) = budget.take(self.max)?;
+                (bytes, Some(grant))
+            }
+            None => (self.max, None),
+        };
         let (tx, pieces) = mpsc::channel(QUEUED);
         let how = Transfer {
-            max_window: self.max,
+            max_window: window,
             ..Transfer::default()
         };
         let task = tokio::spawn(async move {
@@ -305,12 +365,13 @@ impl ReadAhead {
                 }
             }
         });
-        Running {
+        Some(Running {
             next: offset,
             leftover: Bytes::new(),
             pieces,
             task,
-        }
+            _grant: grant,
+        })
     }
 }
 

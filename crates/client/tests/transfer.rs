@@ -638,3 +638,51 @@ async fn a_read_ahead_that_knows_the_file_starts_without_a_stat() {
     let refused = requests(ninep_client::ReadAhead::knowing(1 << 20, qid, false)).await;
     assert_eq!(refused, 64);
 }
+
+/// Files read ahead at once share a budget: while one file's transfer
+/// holds all of it, another file read in order is read a request at a
+/// time; once the first gives it back, the other reads ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_read_ahead_at_once_share_a_budget() {
+    let fsys = serve(Flaky::new(), Dialect::L).await;
+    let piece = 8192u32;
+    let data = pattern(64 * piece as usize);
+    for name in ["f", "g"] {
+        write_file(&fsys, name, &data).await;
+    }
+    let open = async |name| std::sync::Arc::new(fsys.open(name, O_RDONLY).await.unwrap());
+    let (f, g) = (open("f").await, open("g").await);
+    let qid = f.fid().qid();
+    let budget = ninep_client::ReadAheadBudget::new(1 << 20);
+    let ahead = || ninep_client::ReadAhead::knowing(1 << 20, qid, true).sharing(&budget);
+    // The requests that reading `count` pieces of `file` in order takes.
+    let requests = async |ahead: &ninep_client::ReadAhead, file, count: u32| {
+        let before = fsys.client().requests();
+        for i in 0..count {
+            let got = ahead.read(file, u64::from(i * piece), piece, false).await;
+            let at = (i * piece) as usize;
+            assert_eq!(got.unwrap(), data[at..at + piece as usize], "piece {i}");
+        }
+        fsys.client().requests() - before
+    };
+    let first = ahead();
+    let started = requests(&first, &f, 8).await;
+    assert!(
+        started < 8,
+        "{started} requests for 8 reads with the budget free"
+    );
+    let second = ahead();
+    let refused = requests(&second, &g, 64).await;
+    assert_eq!(
+        refused, 64,
+        "reads of g while f's transfer holds the budget"
+    );
+    second.stop().await;
+    first.stop().await;
+    let third = ahead();
+    let given_back = requests(&third, &g, 64).await;
+    assert!(
+        given_back < 16,
+        "{given_back} requests for 64 reads once it came back"
+    );
+}

@@ -44,7 +44,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use fuser::{Config, Errno as KernelErrno, FileType, MountOption, SessionACL};
-use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, WriteBehind};
+use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, ReadAheadBudget, WriteBehind};
 use ninep_wire::{Dialect, Errno, Name, QidType};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
@@ -147,6 +147,10 @@ pub struct Options {
     /// none), per open file: the window that lets a long link move data
     /// at its pace.
     pub read_ahead: u64,
+    /// Most bytes read ahead for all open files together: a window comes
+    /// out of it while its file is read ahead, and a file read in order
+    /// while it is spent is read without reading ahead.
+    pub read_ahead_total: u64,
     /// Who checks callers' permissions.
     pub permissions: Permissions,
     /// Most files kept open at the server after their close, under loose
@@ -159,6 +163,10 @@ impl Options {
     /// The read-ahead of a mount made without saying: enough to fill a
     /// link of 1 GB/s with a round trip of 50 ms.
     pub const READ_AHEAD: u64 = 64 << 20;
+
+    /// The read-ahead of all files together of a mount made without
+    /// saying: sixteen files read ahead at full windows.
+    pub const READ_AHEAD_TOTAL: u64 = 1 << 30;
 
     /// The files kept open after their close by a mount made without
     /// saying. A server that runs out of descriptors gets them back as
@@ -173,6 +181,7 @@ impl Default for Options {
             cache: Cache::default(),
             access: Access::default(),
             read_ahead: Options::READ_AHEAD,
+            read_ahead_total: Options::READ_AHEAD_TOTAL,
             permissions: Permissions::default(),
             keep_open: Options::KEEP_OPEN,
         }
@@ -265,6 +274,7 @@ pub fn mount(fsys: Fsys, mountpoint: &Path, options: &Options) -> std::io::Resul
         ttl: options.cache.ttl(),
         access: options.access.clone(),
         read_ahead: options.read_ahead,
+        read_ahead_budget: ReadAheadBudget::new(options.read_ahead_total),
     };
     let inner = Arc::new(inner);
     if options.cache.writes_back() {
@@ -370,6 +380,8 @@ struct Inner {
     access: Access,
     /// Most bytes read ahead for one open file.
     read_ahead: u64,
+    /// What all open files read ahead share.
+    read_ahead_budget: ReadAheadBudget,
 }
 
 impl Inner {
@@ -522,7 +534,8 @@ impl Inner {
         let ahead = match kind {
             Some(kind) => ReadAhead::knowing(read_ahead, file.qid(), kind == FileType::RegularFile),
             None => ReadAhead::new(read_ahead),
-        };
+        }
+        .sharing(&self.read_ahead_budget);
         let handle = Handle {
             file,
             ino,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::join_all;
-use ninep_client::{Dialer, Options, Prover, Recovery};
+use ninep_client::{Dialer, Options, Prover, ReadAheadBudget, Recovery};
 use ninep_server::{Attr, Cx, DirEntry, Error, Filesystem, Opened, Result, SetAttr, Time, User};
 use ninep_wire::consts::{dotl, unix};
 use ninep_wire::{Dialect, Errno, NONUNAME, Name, Qid, Rstatfs, convert};
@@ -16,7 +16,7 @@ use crate::attr;
 use crate::namespace::{Attacher, Member, Namespace, Shared, Target, local_qid};
 use crate::node::{Kind, Node, View};
 use crate::nsfile::{self, Entry};
-use crate::upstream::{LOCAL, RemoteFile, Upstreams};
+use crate::upstream::{LOCAL, ReadAheads, RemoteFile, Upstreams};
 
 /// How the mux reaches its servers.
 #[derive(Debug, Clone)]
@@ -37,6 +37,9 @@ pub struct Config {
     /// Most bytes read ahead of a client for one open file (the window or
     /// stream credit of its upstream transfer); 0 reads only as asked.
     pub read_ahead: u64,
+    /// Most bytes read ahead for all open files together; a file read in
+    /// order while they are in use is read only as asked.
+    pub read_ahead_total: u64,
     /// How to connect to servers.
     pub client: Options,
     /// How to reach servers: TLS for their `tls!` addresses, say.
@@ -58,6 +61,7 @@ impl Default for Config {
             attach_per_user: false,
             window: 256,
             read_ahead: 16 << 20,
+            read_ahead_total: 1 << 30,
             client: Options::default(),
             dialer: Dialer::default(),
             prover: None,
@@ -86,7 +90,10 @@ impl Mux {
     pub fn new(config: Config) -> Mux {
         let upstreams = Upstreams::new(
             config.window,
-            config.read_ahead,
+            ReadAheads {
+                per_file: config.read_ahead,
+                budget: ReadAheadBudget::new(config.read_ahead_total),
+            },
             config.client,
             config.dialer,
             // Attaching per user, the mux has no one user to meet gateways

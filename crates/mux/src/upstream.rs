@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 
-use ninep_client::{Client, Dialer, Options, Prover, ReadAhead, Recovery};
+use ninep_client::{Client, Dialer, Options, Prover, ReadAhead, ReadAheadBudget, Recovery};
 use ninep_devices::dial::{Gateways, Route, connect_as, route};
 use ninep_server::{Error, Result};
 use ninep_wire::{Dialect, Errno, Qid};
@@ -43,8 +43,8 @@ pub(crate) struct Upstream {
     /// server holds back its own clients and no one else, and the server's
     /// tags and request limit are never exceeded.
     window: Semaphore,
-    /// Most bytes read ahead for one open file.
-    read_ahead: u64,
+    /// What open files on it read ahead.
+    read_ahead: ReadAheads,
     /// The read-aheads of the files open on this server, by qid.path: a
     /// write or a resize through any fid of a file makes what every one of
     /// them holds stale.
@@ -104,7 +104,7 @@ impl Upstream {
     /// A read-ahead for an open file whose qid.path is `path`, known to
     /// [`Upstream::forget_read_ahead`] while it lives.
     fn read_ahead_for(self: &Arc<Self>, path: u64) -> KnownReadAhead {
-        let ahead = Arc::new(ReadAhead::new(self.read_ahead));
+        let ahead = Arc::new(self.read_ahead.for_file());
         let mut all = self.read_aheads.lock();
         let of_file = all.entry(path).or_default();
         of_file.retain(|a| a.strong_count() > 0);
@@ -172,12 +172,27 @@ impl Drop for KnownReadAhead {
     }
 }
 
+/// What the mux reads ahead of its clients: per open file, and for all
+/// of them together.
+#[derive(Clone)]
+pub(crate) struct ReadAheads {
+    pub per_file: u64,
+    pub budget: ReadAheadBudget,
+}
+
+impl ReadAheads {
+    /// The read-ahead of one open file.
+    fn for_file(&self) -> ReadAhead {
+        ReadAhead::new(self.per_file).sharing(&self.budget)
+    }
+}
+
 /// Every upstream connection, by address.
 pub(crate) struct Upstreams {
     conns: tokio::sync::Mutex<HashMap<String, Arc<Upstream>>>,
     next_id: AtomicU32,
     window: usize,
-    read_ahead: u64,
+    read_ahead: ReadAheads,
     options: Options,
     dialer: Dialer,
     /// Who the mux is to gateways on the way to a server, proven by its
@@ -190,7 +205,7 @@ pub(crate) struct Upstreams {
 impl Upstreams {
     pub fn new(
         window: usize,
-        read_ahead: u64,
+        read_ahead: ReadAheads,
         options: Options,
         dialer: Dialer,
         gateway_user: Option<String>,
@@ -248,7 +263,7 @@ impl Upstreams {
             addr: addr.to_owned(),
             client,
             window: Semaphore::new(self.window),
-            read_ahead: self.read_ahead,
+            read_ahead: self.read_ahead.clone(),
             read_aheads: Mutex::default(),
             prover: self.prover.clone(),
         });
