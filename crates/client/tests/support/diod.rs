@@ -15,6 +15,7 @@
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A running diod; dropping it kills the process and removes its directory.
@@ -94,9 +95,23 @@ pub fn binary() -> PathBuf {
     }
 }
 
+/// A loopback port for diod, free when asked. It lies below the host's
+/// ephemeral ports (32768 and up), so nothing bound to port 0 meanwhile
+/// (another test's diod, a client's socket) is given it before diod binds
+/// it, and two tests run at once never share a diod; a counter keeps the
+/// tests of one process apart, the pid those of others.
 fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().unwrap().port()
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 20_000;
+    const PORTS: u32 = 12_000;
+    for _ in 0..PORTS {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (FIRST + std::process::id().wrapping_mul(97).wrapping_add(n) % PORTS) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {FIRST}..{}", FIRST + PORTS);
 }
 
 /// Starts diod exporting a fresh directory named after `tag` (unique within
