@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ninep_wire::{Qid, QidType};
-use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::error::Error;
 use crate::file::File;
@@ -41,31 +41,35 @@ const BUDGET_UNIT: u64 = 64 << 10;
 /// The bytes that all the read-ahead sharing it may have in flight at once
 /// (see the module's comment).
 #[derive(Debug, Clone)]
-pub struct ReadAheadBudget(Arc<Semaphore>);
+pub struct ReadAheadBudget {
+    units: Arc<Semaphore>,
+    /// All of it, in units.
+    total: u32,
+}
 
 impl ReadAheadBudget {
-    /// A budget of `bytes`, counted in whole units of 64 KiB.
+    /// A budget of `bytes`, counted in whole units of 64 KiB (less than
+    /// one turns reading ahead off).
     pub fn new(bytes: u64) -> ReadAheadBudget {
-        let units = (bytes / BUDGET_UNIT).min(Semaphore::MAX_PERMITS as u64);
-        ReadAheadBudget(Arc::new(Semaphore::new(units as usize)))
+        let most = u64::from(u32::MAX).min(Semaphore::MAX_PERMITS as u64);
+        let total = (bytes / BUDGET_UNIT).min(most) as u32;
+        ReadAheadBudget {
+            units: Arc::new(Semaphore::new(total as usize)),
+            total,
+        }
     }
 
-    /// Up to `want` bytes of the budget, held until the grant is dropped;
-    /// `None` if not a unit is left.
+    /// A window of `want` bytes (at most the whole budget), held until the
+    /// grant is dropped; `None` while the budget lacks it. A window is
+    /// granted whole or not at all: a sliver of one would read ahead more
+    /// slowly than the reader's own requests.
     fn take(&self, want: u64) -> Option<(u64, OwnedSemaphorePermit)> {
-        let want = (want / BUDGET_UNIT).clamp(1, u64::from(u32::MAX)) as u32;
-        loop {
-            let left = self.0.available_permits().min(want as usize) as u32;
-            if left == 0 {
-                return None;
-            }
-            match self.0.clone().try_acquire_many_owned(left) {
-                Ok(grant) => return Some((u64::from(left) * BUDGET_UNIT, grant)),
-                // Others took some meanwhile: what is left now.
-                Err(TryAcquireError::NoPermits) => continue,
-                Err(TryAcquireError::Closed) => return None,
-            }
+        let units = want.div_ceil(BUDGET_UNIT).min(u64::from(self.total)) as u32;
+        if units == 0 {
+            return None;
         }
+        let grant = self.units.clone().try_acquire_many_owned(units).ok()?;
+        Some((want.min(u64::from(units) * BUDGET_UNIT), grant))
     }
 }
 
@@ -166,8 +170,6 @@ struct Running {
     leftover: Bytes,
     pieces: mpsc::Receiver<Result<Bytes, Error>>,
     task: tokio::task::JoinHandle<()>,
-    /// The window's share of a budget, given back with the transfer.
-    _grant: Option<OwnedSemaphorePermit>,
 }
 
 impl Drop for Running {
@@ -343,6 +345,10 @@ impl ReadAhead {
             ..Transfer::default()
         };
         let task = tokio::spawn(async move {
+            // The window goes back to the budget once the file is read to
+            // its end or the transfer is stopped; the reader's queue holds
+            // at most QUEUED pieces beyond it.
+            let _grant = grant;
             let Some(file) = holder.open_file() else {
                 return;
             };
@@ -370,7 +376,6 @@ impl ReadAhead {
             leftover: Bytes::new(),
             pieces,
             task,
-            _grant: grant,
         })
     }
 }

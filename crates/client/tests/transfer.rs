@@ -646,16 +646,19 @@ async fn a_read_ahead_that_knows_the_file_starts_without_a_stat() {
 async fn files_read_ahead_at_once_share_a_budget() {
     let fsys = serve(Flaky::new(), Dialect::L).await;
     let piece = 8192u32;
-    let data = pattern(64 * piece as usize);
+    // Far longer than a window: the first file's transfer cannot end (and
+    // give its window back) while the other file is read.
+    let data = pattern(512 * piece as usize);
     for name in ["f", "g"] {
         write_file(&fsys, name, &data).await;
     }
     let open = async |name| std::sync::Arc::new(fsys.open(name, O_RDONLY).await.unwrap());
     let (f, g) = (open("f").await, open("g").await);
     let qid = f.fid().qid();
-    let budget = ninep_client::ReadAheadBudget::new(1 << 20);
-    let ahead = || ninep_client::ReadAhead::knowing(1 << 20, qid, true).sharing(&budget);
-    // The requests that reading `count` pieces of `file` in order takes.
+    let window = 256 << 10;
+    let budget = ninep_client::ReadAheadBudget::new(window);
+    let ahead = || ninep_client::ReadAhead::knowing(window, qid, true).sharing(&budget);
+    // The requests made while `count` pieces of `file` are read in order.
     let requests = async |ahead: &ninep_client::ReadAhead, file, count: u32| {
         let before = fsys.client().requests();
         for i in 0..count {
@@ -671,11 +674,12 @@ async fn files_read_ahead_at_once_share_a_budget() {
         started < 8,
         "{started} requests for 8 reads with the budget free"
     );
+    // Each read of g a request of its own (f's transfer may add a few).
     let second = ahead();
     let refused = requests(&second, &g, 64).await;
-    assert_eq!(
-        refused, 64,
-        "reads of g while f's transfer holds the budget"
+    assert!(
+        refused >= 64,
+        "{refused} requests for 64 reads of g, the budget spent"
     );
     second.stop().await;
     first.stop().await;

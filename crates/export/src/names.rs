@@ -9,7 +9,7 @@ use ninep_server::{Error, Opened, Result, User};
 use ninep_wire::consts::dotl;
 use ninep_wire::consts::mode::DMAPPEND;
 use ninep_wire::{Dialect, Errno, Name, Qid};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 
 use crate::confine::{Node, Place, beneath, not_dir_entry};
 use crate::open_flags::oflags;
@@ -90,15 +90,19 @@ pub(crate) async fn walk(
     Ok((file, qid))
 }
 
-/// What `then` gives for `name`, just made in `parent`. A call refused
-/// after the making (its node needs a descriptor, and the server may be
-/// out of them) leaves nothing behind, so that asking again may succeed:
-/// what was made is removed, if the name still holds it.
-fn undone_on_failure<T>(parent: &Node, name: &str, then: impl FnOnce() -> Result<T>) -> Result<T> {
-    let stat = || rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW);
-    let made = stat();
+/// What `then` gives for `name`, just made in `parent` as the file whose
+/// stat is `made`. A call refused after the making (its node needs a
+/// descriptor, and the server may be out of them) leaves nothing behind,
+/// so that asking again may succeed: what was made is removed, if the
+/// name still holds it.
+fn undone_on_failure<T>(
+    parent: &Node,
+    name: &str,
+    made: &Stat,
+    then: impl FnOnce() -> Result<T>,
+) -> Result<T> {
     then().inspect_err(|_| {
-        let (Ok(made), Ok(now)) = (made, stat()) else {
+        let Ok(now) = rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
             return;
         };
         if (now.st_ino, now.st_dev) == (made.st_ino, made.st_dev) {
@@ -111,6 +115,11 @@ fn undone_on_failure<T>(parent: &Node, name: &str, then: impl FnOnce() -> Result
             let _ = rustix::fs::unlinkat(&parent.fd, name, how);
         }
     })
+}
+
+/// The stat of `name`, just made in `parent`, for [`undone_on_failure`].
+fn just_made(parent: &Node, name: &str) -> Result<Stat> {
+    rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)
 }
 
 pub(crate) async fn create(
@@ -139,7 +148,7 @@ pub(crate) async fn create(
             .map_err(errno)?;
             inner.unmask(&parent, fd.as_fd(), mode);
             let st = rustix::fs::fstat(&fd).map_err(errno)?;
-            let node = undone_on_failure(&parent, &name, || inner.lookup(&parent, &name))?;
+            let node = undone_on_failure(&parent, &name, &st, || inner.lookup(&parent, &name))?;
             if node.ino != st.st_ino || node.dev != st.st_dev {
                 return Err(Error::with_errno(
                     Errno::ENOENT,
@@ -182,7 +191,8 @@ pub(crate) async fn mkdir(
                 Mode::from_raw_mode(mode & 0o7777),
             )
             .map_err(errno)?;
-            undone_on_failure(&parent, &name, || inner.made(&parent, &name, mode))
+            let made = just_made(&parent, &name)?;
+            undone_on_failure(&parent, &name, &made, || inner.made(&parent, &name, mode))
         })
         .await
 }
@@ -232,7 +242,8 @@ pub(crate) async fn mknod(
                 dev,
             )
             .map_err(errno)?;
-            undone_on_failure(&parent, &name, || inner.made(&parent, &name, mode))
+            let made = just_made(&parent, &name)?;
+            undone_on_failure(&parent, &name, &made, || inner.made(&parent, &name, mode))
         })
         .await
 }

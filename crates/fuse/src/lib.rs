@@ -262,6 +262,8 @@ pub fn mount(fsys: Fsys, mountpoint: &Path, options: &Options) -> std::io::Resul
         locked: Mutex::new(HashSet::new()),
         no_caps: Mutex::new(HashSet::new()),
         times_behind: Mutex::new(HashMap::new()),
+        rooms_made: AtomicU64::new(0),
+        making_room: tokio::sync::Mutex::new(()),
         idle: Mutex::new(IdleFiles::new(
             if options.cache.writes_back() {
                 options.keep_open
@@ -375,6 +377,11 @@ struct Inner {
     times_behind: Mutex<HashMap<u64, TimesSet>>,
     /// Files closed but left open at the server (under loose caching).
     idle: Mutex<IdleFiles<Arc<File>>>,
+    /// How often they were given back to a server out of descriptors, and
+    /// the lock that has one request at a time give them back: one that
+    /// met the shortage while another gave them back asks again too.
+    rooms_made: AtomicU64,
+    making_room: tokio::sync::Mutex<()>,
     cache: Cache,
     ttl: Duration,
     access: Access,
@@ -616,19 +623,37 @@ impl Inner {
 
     /// What `call` gets, asked once more if the server had run out of
     /// descriptors and this mount, keeping files open, had some to give
-    /// back: they are clunked before the second call. Every request that
-    /// walks, opens or makes may meet the shortage at a server whose fids
-    /// hold descriptors (an export's do), even for a name that is not
-    /// there, and an export refusing a make leaves nothing made.
+    /// back (or gave them back meanwhile): they are clunked before the
+    /// second call. Every request that walks, opens or makes may meet the
+    /// shortage at a server whose fids hold descriptors (an export's do),
+    /// even for a name that is not there. ninep's export leaves nothing
+    /// made when it refuses a make; a server that does may answer the
+    /// second call with EEXIST.
     async fn with_room<T, F>(&self, call: impl Fn() -> F) -> Result<T, KernelErrno>
     where
         F: Future<Output = Result<T, KernelErrno>>,
     {
         let short = |e| e == fail(Errno::EMFILE) || e == fail(Errno::ENFILE);
+        let before = self.rooms_made.load(Ordering::Acquire);
         match call().await {
-            Err(e) if short(e) && self.close_idle().await => call().await,
+            Err(e) if short(e) && self.made_room(before).await => call().await,
             done => done,
         }
+    }
+
+    /// Gives the files kept open back to the server, unless that was done
+    /// since the count of rooms made was `before`; whether there is room
+    /// now that there was not.
+    async fn made_room(&self, before: u64) -> bool {
+        let _alone = self.making_room.lock().await;
+        if self.rooms_made.load(Ordering::Acquire) != before {
+            return true;
+        }
+        let made = self.close_idle().await;
+        if made {
+            self.rooms_made.fetch_add(1, Ordering::Release);
+        }
+        made
     }
 
     /// Clunks every file kept open, all at once, and returns once the

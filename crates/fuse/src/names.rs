@@ -46,6 +46,9 @@ pub(crate) struct Making<'a> {
     inner: &'a Inner,
     dir: u64,
     done: bool,
+    /// Whether the directory was known whole, as the first failure found
+    /// it: a making asked again (see [`Inner::with_room`]) fails as one.
+    was_whole: std::sync::OnceLock<bool>,
 }
 
 impl Making<'_> {
@@ -59,7 +62,9 @@ impl Making<'_> {
     /// gives ESTALE, on which the kernel looks the name up again (now at
     /// the server) and goes on as it would have.
     pub fn failed(&self, e: Error) -> KernelErrno {
-        let known = self.inner.nodes().not_whole(self.dir);
+        let known = *self
+            .was_whole
+            .get_or_init(|| self.inner.nodes().not_whole(self.dir));
         match e.errno() {
             Errno::EEXIST if known => fail(Errno::ESTALE),
             _ => errno(e),
@@ -82,6 +87,7 @@ impl Inner {
             inner: self,
             dir,
             done: false,
+            was_whole: std::sync::OnceLock::new(),
         }
     }
 

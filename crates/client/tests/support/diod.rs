@@ -98,8 +98,8 @@ pub fn binary() -> PathBuf {
 /// A loopback port for diod, free when asked. It lies below the host's
 /// ephemeral ports (32768 and up), so nothing bound to port 0 meanwhile
 /// (another test's diod, a client's socket) is given it before diod binds
-/// it, and two tests run at once never share a diod; a counter keeps the
-/// tests of one process apart, the pid those of others.
+/// it; a counter keeps the tests of one process apart, and the pid most
+/// likely those of others.
 fn free_port() -> u16 {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     const FIRST: u32 = 20_000;
