@@ -12,11 +12,23 @@
 //! flags, or for less access where it was opened for reading and writing.
 //! An open that truncates never takes one. The oldest go once more than
 //! the mount allows are kept; the server sees their clunks.
+//!
+//! A server that runs out of descriptors gets them all back before the
+//! request that met the shortage is made again ([`Inner::with_room`]).
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use fuser::FileType;
+use ninep_client::File;
 use ninep_wire::consts::dotl;
+use ninep_wire::{Errno, QidType};
+
+use crate::handles::Handle;
+use crate::{Inner, KernelErrno, fail, files};
 
 /// Open files (`F`: the mount's are its client's) kept after their close,
 /// by inode.
@@ -161,6 +173,80 @@ impl<F> IdleFiles<F> {
             }
             self.count -= 1;
         }
+    }
+}
+
+/// Giving kept files back: to a server out of descriptors, and the
+/// choice of which closes may keep one.
+impl Inner {
+    /// What `call` gets, asked once more if the server had run out of
+    /// descriptors and this mount, keeping files open, had some to give
+    /// back (or gave them back meanwhile): they are clunked before the
+    /// second call. Every request that walks, opens or makes may meet the
+    /// shortage at a server whose fids hold descriptors (an export's do),
+    /// even for a name that is not there. ninep's export leaves nothing
+    /// made when it refuses a make; a server that does may answer the
+    /// second call with EEXIST.
+    pub(crate) async fn with_room<T, F>(&self, call: impl Fn() -> F) -> Result<T, KernelErrno>
+    where
+        F: Future<Output = Result<T, KernelErrno>>,
+    {
+        let short = |e| e == fail(Errno::EMFILE) || e == fail(Errno::ENFILE);
+        let before = self.rooms_made.load(Ordering::Acquire);
+        match call().await {
+            Err(e) if short(e) && self.made_room(before).await => call().await,
+            done => done,
+        }
+    }
+
+    /// Gives the files kept open back to the server, unless that was done
+    /// since the count of rooms made was `before`; whether there is room
+    /// now that there was not.
+    async fn made_room(&self, before: u64) -> bool {
+        let _alone = self.making_room.lock().await;
+        if self.rooms_made.load(Ordering::Acquire) != before {
+            return true;
+        }
+        let made = self.close_idle().await;
+        if made {
+            self.rooms_made.fetch_add(1, Ordering::Release);
+        }
+        made
+    }
+
+    /// Clunks every file kept open, all at once, and returns once the
+    /// server has answered for each that nothing else holds (one a task
+    /// still holds is clunked when it lets go); false if none was kept.
+    pub(crate) async fn close_idle(&self) -> bool {
+        let kept = self.idle.lock().drain();
+        let made = !kept.is_empty();
+        let closing = kept
+            .into_iter()
+            .filter_map(|file| Arc::try_unwrap(file).ok())
+            .map(File::close);
+        futures::future::join_all(closing).await;
+        made
+    }
+
+    /// Whether the file `h` had open may stay open after its close: a
+    /// regular file cached in pages, not for exclusive use, of which nobody
+    /// may still hold a lock through this mount (a lock held by a fid goes
+    /// when it is clunked).
+    pub(crate) fn may_keep_open(&self, h: &Handle) -> bool {
+        let regular = self
+            .nodes()
+            .given_attr(h.ino)
+            .is_some_and(|attr| attr.kind == FileType::RegularFile);
+        // One open at a time: kept, it would refuse every other.
+        let exclusive = h.file.qid().ty.contains(QidType::EXCL);
+        // Opened as the writeback cache has files opened, or no open
+        // would ever ask for it again.
+        let reusable = files::writeback_flags(h.flags) == h.flags;
+        regular
+            && reusable
+            && !exclusive
+            && !h.exact
+            && !self.locked.lock().iter().any(|&(ino, _)| ino == h.ino)
     }
 }
 

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use fuser::{Config, Errno as KernelErrno, FileType, MountOption, SessionACL};
 use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, ReadAheadBudget, WriteBehind};
-use ninep_wire::{Dialect, Errno, Name, QidType};
+use ninep_wire::{Dialect, Errno, Name};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
@@ -619,76 +619,6 @@ impl Inner {
                     .keep(h.ino, h.user, file, h.flags, Instant::now());
             }
         }
-    }
-
-    /// What `call` gets, asked once more if the server had run out of
-    /// descriptors and this mount, keeping files open, had some to give
-    /// back (or gave them back meanwhile): they are clunked before the
-    /// second call. Every request that walks, opens or makes may meet the
-    /// shortage at a server whose fids hold descriptors (an export's do),
-    /// even for a name that is not there. ninep's export leaves nothing
-    /// made when it refuses a make; a server that does may answer the
-    /// second call with EEXIST.
-    async fn with_room<T, F>(&self, call: impl Fn() -> F) -> Result<T, KernelErrno>
-    where
-        F: Future<Output = Result<T, KernelErrno>>,
-    {
-        let short = |e| e == fail(Errno::EMFILE) || e == fail(Errno::ENFILE);
-        let before = self.rooms_made.load(Ordering::Acquire);
-        match call().await {
-            Err(e) if short(e) && self.made_room(before).await => call().await,
-            done => done,
-        }
-    }
-
-    /// Gives the files kept open back to the server, unless that was done
-    /// since the count of rooms made was `before`; whether there is room
-    /// now that there was not.
-    async fn made_room(&self, before: u64) -> bool {
-        let _alone = self.making_room.lock().await;
-        if self.rooms_made.load(Ordering::Acquire) != before {
-            return true;
-        }
-        let made = self.close_idle().await;
-        if made {
-            self.rooms_made.fetch_add(1, Ordering::Release);
-        }
-        made
-    }
-
-    /// Clunks every file kept open, all at once, and returns once the
-    /// server has answered for each that nothing else holds (one a task
-    /// still holds is clunked when it lets go); false if none was kept.
-    async fn close_idle(&self) -> bool {
-        let kept = self.idle.lock().drain();
-        let made = !kept.is_empty();
-        let closing = kept
-            .into_iter()
-            .filter_map(|file| Arc::try_unwrap(file).ok())
-            .map(File::close);
-        futures::future::join_all(closing).await;
-        made
-    }
-
-    /// Whether the file `h` had open may stay open after its close: a
-    /// regular file cached in pages, not for exclusive use, of which nobody
-    /// may still hold a lock through this mount (a lock held by a fid goes
-    /// when it is clunked).
-    fn may_keep_open(&self, h: &Handle) -> bool {
-        let regular = self
-            .nodes()
-            .given_attr(h.ino)
-            .is_some_and(|attr| attr.kind == FileType::RegularFile);
-        // One open at a time: kept, it would refuse every other.
-        let exclusive = h.file.qid().ty.contains(QidType::EXCL);
-        // Opened as the writeback cache has files opened, or no open
-        // would ever ask for it again.
-        let reusable = files::writeback_flags(h.flags) == h.flags;
-        regular
-            && reusable
-            && !exclusive
-            && !h.exact
-            && !self.locked.lock().iter().any(|&(ino, _)| ino == h.ino)
     }
 }
 
