@@ -85,6 +85,10 @@ impl Filesystem for Export {
         names::link(self, dir, file, name).await
     }
 
+    async fn unmake(&self, _cx: &Cx, dir: &ExportFile, name: &Name, made: Qid) {
+        names::unmake(self, dir, name, made).await
+    }
+
     async fn readlink(&self, _cx: &Cx, file: &ExportFile) -> Result<String> {
         names::readlink(self, file).await
     }

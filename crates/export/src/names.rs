@@ -102,19 +102,42 @@ fn undone_on_failure<T>(
     then: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
     then().inspect_err(|_| {
-        let Ok(now) = rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
-            return;
-        };
-        if (now.st_ino, now.st_dev) == (made.st_ino, made.st_dev) {
-            let dir = FileType::from_raw_mode(made.st_mode) == FileType::Directory;
-            let how = if dir {
-                AtFlags::REMOVEDIR
-            } else {
-                AtFlags::empty()
-            };
-            let _ = rustix::fs::unlinkat(&parent.fd, name, how);
-        }
+        remove_if_still(parent, name, |now| {
+            (now.st_ino, now.st_dev) == (made.st_ino, made.st_dev)
+        })
     })
+}
+
+/// Removes `name` from `parent` if `made` says it still names the file
+/// made there: another client may have put its own in its place meanwhile.
+/// Needs no descriptor, as what it undoes failed for want of one.
+fn remove_if_still(parent: &Node, name: &str, made: impl FnOnce(&Stat) -> bool) {
+    let Ok(now) = rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return;
+    };
+    if made(&now) {
+        let how = if FileType::from_raw_mode(now.st_mode) == FileType::Directory {
+            AtFlags::REMOVEDIR
+        } else {
+            AtFlags::empty()
+        };
+        let _ = rustix::fs::unlinkat(&parent.fd, name, how);
+    }
+}
+
+/// Undoes the making of `name` in `dir` as the file of qid `made`, which a
+/// caller of the export failed after (see [`ninep_server::Filesystem::unmake`]).
+pub(crate) async fn unmake(export: &Export, dir: &ExportFile, name: &Name, made: Qid) {
+    let Ok(name) = not_dir_entry(name).map(str::to_owned) else {
+        return;
+    };
+    let parent = dir.node.clone();
+    let _ = export
+        .call_here(&dir.creds, move |inner| {
+            remove_if_still(&parent, &name, |now| inner.qid(now).path == made.path);
+            Ok(())
+        })
+        .await;
 }
 
 /// The stat of `name`, just made in `parent`, for [`undone_on_failure`].

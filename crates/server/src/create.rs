@@ -94,16 +94,16 @@ impl<F: Filesystem> Handler<'_, F> {
         let fs = self.fs();
         let perm = convert::permissions(m.perm, self.session.dialect);
         let is_u = self.session.dialect == Dialect::U;
-        if m.perm & DMDIR != 0 {
+        let made = if m.perm & DMDIR != 0 {
             if m.mode & 3 != OREAD || m.mode & (OTRUNC | ORCLOSE) != 0 {
                 return Err(Error::is_dir());
             }
-            fs.mkdir(&cx, &s.file, &m.name, perm, NONUNAME).await?;
+            fs.mkdir(&cx, &s.file, &m.name, perm, NONUNAME).await?
         } else if !is_u {
             return Err(Error::new("special files need 9P2000.u"));
         } else if m.perm & DMSYMLINK != 0 {
             fs.symlink(&cx, &s.file, &m.name, &m.extension, NONUNAME)
-                .await?;
+                .await?
         } else if m.perm & DMLINK != 0 {
             let fid: u32 = m
                 .extension
@@ -117,6 +117,7 @@ impl<F: Filesystem> Handler<'_, F> {
             let tg = target.read().await;
             let t = tg.as_ref().ok_or_else(unknown_fid)?;
             fs.link(&cx, &s.file, &t.file, &m.name).await?;
+            t.qid
         } else {
             let (ty, rdev) = if m.perm & DMDEVICE != 0 {
                 convert::device(&m.extension).ok_or_else(|| Error::new("bad device extension"))?
@@ -127,9 +128,16 @@ impl<F: Filesystem> Handler<'_, F> {
             };
             let (major, minor) = convert::major_minor(rdev);
             fs.mknod(&cx, &s.file, &m.name, ty | perm, major, minor, NONUNAME)
-                .await?;
-        }
-        let (file, qid) = fs.walk(&cx, &s.file, &m.name).await?;
+                .await?
+        };
+        // A walk refused (for want of a descriptor) leaves nothing made.
+        let (file, qid) = match fs.walk(&cx, &s.file, &m.name).await {
+            Ok(walked) => walked,
+            Err(e) => {
+                fs.unmake(&cx, &s.file, &m.name, made).await;
+                return Err(e);
+            }
+        };
         s.file = file;
         s.qid = qid;
         s.open = Some(dotl::O_RDONLY);

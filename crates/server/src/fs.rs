@@ -326,6 +326,22 @@ pub trait Filesystem: Send + Sync + 'static {
         async { Err(Error::prohibited("create")) }
     }
 
+    /// Undoes the making of `name` in `dir`, just made as the file of qid
+    /// `made` by a request that then failed (a 9P2000.u Tcreate of a
+    /// directory, link or node, whose walk to what it made found the server
+    /// out of descriptors): removes `name` if it still names that file, so
+    /// that asking again may succeed. The default leaves it, for file
+    /// systems whose walk to a file just made cannot fail.
+    fn unmake(
+        &self,
+        _cx: &Cx,
+        _dir: &Self::File,
+        _name: &Name,
+        _made: Qid,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// The target of symbolic link `file`.
     fn readlink(
         &self,
