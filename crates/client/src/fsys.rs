@@ -544,14 +544,16 @@ impl Fid {
     /// Creates `name` in this directory as [`Fid::create_with_gid`] does,
     /// on a new fid (this one stays the directory's), and stats the new
     /// file: the clone's walk, the create and the stat in one round trip
-    /// where the server runs requests in order.
+    /// where the server runs requests in order. The file made comes back
+    /// even if its stat fails: asking for the create again would find the
+    /// name taken.
     pub async fn create_beside(
         &self,
         name: &str,
         perm: u32,
         flags: u32,
         gid: u32,
-    ) -> Result<(File, FileInfo), Error> {
+    ) -> Result<(File, Result<FileInfo, Error>), Error> {
         let entry = entry_name(name)?;
         let client = &self.client;
         let create = |fid| create_fid(client, fid, entry, perm, flags, gid);
@@ -562,8 +564,8 @@ impl Fid {
         // The file is made: a stat refused beside the create (too many
         // requests in flight) is asked again rather than fail it.
         let info = match info {
-            Ok(info) => info,
-            Err(_) => file.fid().stat().await?,
+            Ok(info) => Ok(info),
+            Err(_) => file.fid().stat().await,
         };
         Ok((file, info))
     }

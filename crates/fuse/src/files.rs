@@ -136,6 +136,14 @@ impl Inner {
             created.map_err(|e| making.failed(e))
         };
         let (file, info) = self.with_room(create).await?;
+        // Made: only its stat may be asked for again.
+        let info = match info {
+            Ok(info) => info,
+            Err(_) => {
+                let stat = || async { file.fid().stat().await.map_err(errno) };
+                self.with_room(stat).await?
+            }
+        };
         // The new file's inode gets a walked fid only when one is needed:
         // most files written and closed are next removed by name, or
         // opened, which walks anyway.
