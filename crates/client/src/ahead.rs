@@ -15,10 +15,15 @@
 //! read-ahead of many files at once (a mount's, a mux's) shares a
 //! [`ReadAheadBudget`]: each transfer's window comes out of it while it
 //! runs, and a file read in order while the budget is spent is read
-//! without reading ahead until some comes back.
+//! without reading ahead until some comes back. A transfer whose reader
+//! takes nothing for a while (a file read a little and left open) stops
+//! and gives its window back, so that paused readers cannot keep it from
+//! the rest; its reader, back, reads on where it was.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use ninep_wire::{Qid, QidType};
@@ -38,6 +43,10 @@ const SKIPPED_MAX: u64 = 16 << 20;
 /// The unit a [`ReadAheadBudget`] is counted in.
 const BUDGET_UNIT: u64 = 64 << 10;
 
+/// How long a transfer sharing a budget waits for its reader to take a
+/// piece before it gives its window back (see [`ReadAheadBudget::idle_after`]).
+const IDLE_AFTER: Duration = Duration::from_secs(5);
+
 /// The bytes that all the read-ahead sharing it may have in flight at once
 /// (see the module's comment).
 #[derive(Debug, Clone)]
@@ -45,6 +54,8 @@ pub struct ReadAheadBudget {
     units: Arc<Semaphore>,
     /// All of it, in units.
     total: u32,
+    /// How long a reader may take nothing before its window goes back.
+    idle_after: Duration,
 }
 
 impl ReadAheadBudget {
@@ -56,6 +67,16 @@ impl ReadAheadBudget {
         ReadAheadBudget {
             units: Arc::new(Semaphore::new(total as usize)),
             total,
+            idle_after: IDLE_AFTER,
+        }
+    }
+
+    /// This budget, a window going back once its reader has taken nothing
+    /// for `idle` (5 s unless told).
+    pub fn idle_after(self, idle: Duration) -> ReadAheadBudget {
+        ReadAheadBudget {
+            idle_after: idle,
+            ..self
         }
     }
 
@@ -169,6 +190,9 @@ struct Running {
     next: u64,
     leftover: Bytes,
     pieces: mpsc::Receiver<Result<Bytes, Error>>,
+    /// Set when the transfer stopped for want of a reader, not at the end
+    /// of the file: its last pieces end where it stopped.
+    idled: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -265,10 +289,7 @@ impl ReadAhead {
         if behind || state.running.is_none() {
             // Out of order: a plain read, without holding up other reads.
             drop(state);
-            let file = holder.open_file().ok_or_else(closed)?;
-            let data = file.read_at(offset, count).await?;
-            self.state.lock().await.last_end = Some(offset + data.len() as u64);
-            return Ok(data);
+            return self.read_as_asked(holder, offset, count).await;
         }
         // At the transfer's position, or a little past it: what lies
         // between is kept for the reads that will ask for it.
@@ -285,6 +306,13 @@ impl ReadAhead {
                     Some(Err(e)) => {
                         state.stop();
                         return Err(e);
+                    }
+                    None if running.idled.load(Ordering::Acquire) => {
+                        // It stopped while nobody read: the rest is read
+                        // as asked, and an in-order read starts anew.
+                        state.running = None;
+                        drop(state);
+                        return self.read_as_asked(holder, offset, count).await;
                     }
                     None => {
                         // The end of the file, as far as the transfer saw it.
@@ -306,6 +334,19 @@ impl ReadAhead {
             state.last_end = Some(offset + n as u64);
             return Ok(data);
         }
+    }
+
+    /// A plain read of what was asked, without reading ahead.
+    async fn read_as_asked<H: OpenFile>(
+        &self,
+        holder: &Arc<H>,
+        offset: u64,
+        count: u32,
+    ) -> Result<Bytes, Error> {
+        let file = holder.open_file().ok_or_else(closed)?;
+        let data = file.read_at(offset, count).await?;
+        self.state.lock().await.last_end = Some(offset + data.len() as u64);
+        Ok(data)
     }
 
     /// Forgets what was read ahead, for a file just written or resized:
@@ -332,13 +373,15 @@ impl ReadAhead {
     /// Starts reading `holder`'s file from `offset` to its end, if the
     /// budget has room for a window.
     fn start<H: OpenFile>(&self, holder: Arc<H>, offset: u64) -> Option<Running> {
-        let (window, grant) = match &self.budget {
+        let (window, grant, idle_after) = match &self.budget {
             Some(budget) => {
                 let (bytes, grant) = budget.take(self.max)?;
-                (bytes, Some(grant))
+                (bytes, Some(grant), Some(budget.idle_after))
             }
-            None => (self.max, None),
+            None => (self.max, None, None),
         };
+        let idled = Arc::new(AtomicBool::new(false));
+        let idling = idled.clone();
         let (tx, pieces) = mpsc::channel(QUEUED);
         let how = Transfer {
             max_window: window,
@@ -366,7 +409,19 @@ impl ReadAhead {
                     Err(e) => Err(e),
                 };
                 let failed = piece.is_err();
-                if tx.send(piece).await.is_err() || failed {
+                let sent = match idle_after {
+                    Some(idle) => match tokio::time::timeout(idle, tx.send(piece)).await {
+                        Ok(sent) => sent,
+                        Err(_) => {
+                            // The piece not taken is dropped with the
+                            // rest: the reader asks for it again.
+                            idling.store(true, Ordering::Release);
+                            return;
+                        }
+                    },
+                    None => tx.send(piece).await,
+                };
+                if sent.is_err() || failed {
                     return;
                 }
             }
@@ -375,6 +430,7 @@ impl ReadAhead {
             next: offset,
             leftover: Bytes::new(),
             pieces,
+            idled,
             task,
         })
     }

@@ -639,6 +639,52 @@ async fn a_read_ahead_that_knows_the_file_starts_without_a_stat() {
     assert_eq!(refused, 64);
 }
 
+/// A reader that stops reading, its file left open, gives its window back
+/// once it has taken nothing for the budget's idle time: another file read
+/// in order then reads ahead, and the first reads on, exactly, when back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_reader_gives_its_window_back() {
+    let fsys = serve(Flaky::new(), Dialect::L).await;
+    let piece = 8192u32;
+    let data = pattern(512 * piece as usize);
+    for name in ["f", "g"] {
+        write_file(&fsys, name, &data).await;
+    }
+    let open = async |name| std::sync::Arc::new(fsys.open(name, O_RDONLY).await.unwrap());
+    let (f, g) = (open("f").await, open("g").await);
+    let qid = f.fid().qid();
+    let window = 256 << 10;
+    let idle = std::time::Duration::from_millis(200);
+    let budget = ninep_client::ReadAheadBudget::new(window).idle_after(idle);
+    let ahead = || ninep_client::ReadAhead::knowing(window, qid, true).sharing(&budget);
+    // The requests made while pieces `from..to` of `file` are read in order.
+    let requests = async |ahead: &ninep_client::ReadAhead, file, from: u32, to: u32| {
+        let before = fsys.client().requests();
+        for i in from..to {
+            let got = ahead.read(file, u64::from(i * piece), piece, false).await;
+            let at = (i * piece) as usize;
+            assert_eq!(got.unwrap(), data[at..at + piece as usize], "piece {i}");
+        }
+        fsys.client().requests() - before
+    };
+    let first = ahead();
+    let started = requests(&first, &f, 0, 8).await;
+    assert!(started < 8, "{started} requests for 8 reads of f");
+    tokio::time::sleep(idle * 3).await;
+    let second = ahead();
+    let g_reads = requests(&second, &g, 0, 64).await;
+    assert!(
+        g_reads < 16,
+        "{g_reads} requests for 64 reads of g, f's reader paused"
+    );
+    // f's reader is back: on from where it stopped, to the end.
+    requests(&first, &f, 8, 512).await;
+    let end = first.read(&f, u64::from(512 * piece), piece, false).await;
+    assert!(end.unwrap().is_empty(), "f ends where it ends");
+    second.stop().await;
+    first.stop().await;
+}
+
 /// Files read ahead at once share a budget: while one file's transfer
 /// holds all of it, another file read in order is read a request at a
 /// time; once the first gives it back, the other reads ahead.
