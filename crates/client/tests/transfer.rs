@@ -639,100 +639,115 @@ async fn a_read_ahead_that_knows_the_file_starts_without_a_stat() {
     assert_eq!(refused, 64);
 }
 
-/// A reader that stops reading, its file left open, gives its window back
-/// once it has taken nothing for the budget's idle time: another file read
-/// in order then reads ahead, and the first reads on, exactly, when back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_reader_gives_its_window_back() {
-    let fsys = serve(Flaky::new(), Dialect::L).await;
-    let piece = 8192u32;
-    let data = pattern(512 * piece as usize);
-    for name in ["f", "g"] {
-        write_file(&fsys, name, &data).await;
-    }
-    let open = async |name| std::sync::Arc::new(fsys.open(name, O_RDONLY).await.unwrap());
-    let (f, g) = (open("f").await, open("g").await);
-    let qid = f.fid().qid();
-    let window = 256 << 10;
-    let idle = std::time::Duration::from_millis(200);
-    let budget = ninep_client::ReadAheadBudget::new(window).idle_after(idle);
-    let ahead = || ninep_client::ReadAhead::knowing(window, qid, true).sharing(&budget);
-    // The requests made while pieces `from..to` of `file` are read in order.
-    let requests = async |ahead: &ninep_client::ReadAhead, file, from: u32, to: u32| {
-        let before = fsys.client().requests();
-        for i in from..to {
-            let got = ahead.read(file, u64::from(i * piece), piece, false).await;
-            let at = (i * piece) as usize;
-            assert_eq!(got.unwrap(), data[at..at + piece as usize], "piece {i}");
-        }
-        fsys.client().requests() - before
-    };
-    let first = ahead();
-    let started = requests(&first, &f, 0, 8).await;
-    assert!(started < 8, "{started} requests for 8 reads of f");
-    tokio::time::sleep(idle * 3).await;
-    let second = ahead();
-    let g_reads = requests(&second, &g, 0, 64).await;
-    assert!(
-        g_reads < 16,
-        "{g_reads} requests for 64 reads of g, f's reader paused"
-    );
-    // f's reader is back: on from where it stopped, to the end.
-    requests(&first, &f, 8, 512).await;
-    let end = first.read(&f, u64::from(512 * piece), piece, false).await;
-    assert!(end.unwrap().is_empty(), "f ends where it ends");
-    second.stop().await;
-    first.stop().await;
+/// Two files, f and g, far longer than a window (a transfer cannot end,
+/// and give its window back, while the other file is read), for reading
+/// ahead through read-aheads that share a budget.
+struct TwoFiles {
+    fsys: Fsys,
+    data: Vec<u8>,
+    f: std::sync::Arc<File>,
+    g: std::sync::Arc<File>,
 }
+
+/// The pieces the files of [`TwoFiles`] are read in.
+const PIECE: u32 = 8192;
+
+impl TwoFiles {
+    async fn new() -> TwoFiles {
+        let fsys = serve(Flaky::new(), Dialect::L).await;
+        let data = pattern(512 * PIECE as usize);
+        for name in ["f", "g"] {
+            write_file(&fsys, name, &data).await;
+        }
+        let f = std::sync::Arc::new(fsys.open("f", O_RDONLY).await.unwrap());
+        let g = std::sync::Arc::new(fsys.open("g", O_RDONLY).await.unwrap());
+        TwoFiles { fsys, data, f, g }
+    }
+
+    /// A read-ahead of one window, which is all of `budget`.
+    fn ahead(&self, budget: &ninep_client::ReadAheadBudget) -> ninep_client::ReadAhead {
+        ninep_client::ReadAhead::knowing(WINDOW, self.f.fid().qid(), true).sharing(budget)
+    }
+
+    /// The requests made while `pieces` of `file` are read in order, each
+    /// checked.
+    async fn requests(
+        &self,
+        ahead: &ninep_client::ReadAhead,
+        file: &std::sync::Arc<File>,
+        pieces: std::ops::Range<u32>,
+    ) -> u64 {
+        let before = self.fsys.client().requests();
+        for i in pieces {
+            let got = ahead.read(file, u64::from(i * PIECE), PIECE, false).await;
+            let at = (i * PIECE) as usize;
+            assert_eq!(
+                got.unwrap(),
+                self.data[at..at + PIECE as usize],
+                "piece {i}"
+            );
+        }
+        self.fsys.client().requests() - before
+    }
+}
+
+/// The window of [`TwoFiles::ahead`].
+const WINDOW: u64 = 256 << 10;
 
 /// Files read ahead at once share a budget: while one file's transfer
 /// holds all of it, another file read in order is read a request at a
 /// time; once the first gives it back, the other reads ahead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_read_ahead_at_once_share_a_budget() {
-    let fsys = serve(Flaky::new(), Dialect::L).await;
-    let piece = 8192u32;
-    // Far longer than a window: the first file's transfer cannot end (and
-    // give its window back) while the other file is read.
-    let data = pattern(512 * piece as usize);
-    for name in ["f", "g"] {
-        write_file(&fsys, name, &data).await;
-    }
-    let open = async |name| std::sync::Arc::new(fsys.open(name, O_RDONLY).await.unwrap());
-    let (f, g) = (open("f").await, open("g").await);
-    let qid = f.fid().qid();
-    let window = 256 << 10;
-    let budget = ninep_client::ReadAheadBudget::new(window);
-    let ahead = || ninep_client::ReadAhead::knowing(window, qid, true).sharing(&budget);
-    // The requests made while `count` pieces of `file` are read in order.
-    let requests = async |ahead: &ninep_client::ReadAhead, file, count: u32| {
-        let before = fsys.client().requests();
-        for i in 0..count {
-            let got = ahead.read(file, u64::from(i * piece), piece, false).await;
-            let at = (i * piece) as usize;
-            assert_eq!(got.unwrap(), data[at..at + piece as usize], "piece {i}");
-        }
-        fsys.client().requests() - before
-    };
-    let first = ahead();
-    let started = requests(&first, &f, 8).await;
+    let files = TwoFiles::new().await;
+    let budget = ninep_client::ReadAheadBudget::new(WINDOW);
+    let first = files.ahead(&budget);
+    let started = files.requests(&first, &files.f, 0..8).await;
     assert!(
         started < 8,
         "{started} requests for 8 reads with the budget free"
     );
     // Each read of g a request of its own (f's transfer may add a few).
-    let second = ahead();
-    let refused = requests(&second, &g, 64).await;
+    let second = files.ahead(&budget);
+    let refused = files.requests(&second, &files.g, 0..64).await;
     assert!(
         refused >= 64,
         "{refused} requests for 64 reads of g, the budget spent"
     );
     second.stop().await;
     first.stop().await;
-    let third = ahead();
-    let given_back = requests(&third, &g, 64).await;
+    let third = files.ahead(&budget);
+    let given_back = files.requests(&third, &files.g, 0..64).await;
     assert!(
         given_back < 16,
         "{given_back} requests for 64 reads once it came back"
     );
+}
+
+/// A reader that stops reading, its file left open, gives its window back
+/// once it has taken nothing for the budget's idle time: another file read
+/// in order then reads ahead, and the first reads on, exactly, when back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_reader_gives_its_window_back() {
+    let files = TwoFiles::new().await;
+    let idle = Duration::from_millis(200);
+    let budget = ninep_client::ReadAheadBudget::new(WINDOW).idle_after(idle);
+    let first = files.ahead(&budget);
+    let started = files.requests(&first, &files.f, 0..8).await;
+    assert!(started < 8, "{started} requests for 8 reads of f");
+    tokio::time::sleep(idle * 3).await;
+    let second = files.ahead(&budget);
+    let g_reads = files.requests(&second, &files.g, 0..64).await;
+    assert!(
+        g_reads < 16,
+        "{g_reads} requests for 64 reads of g, f's reader paused"
+    );
+    // f's reader is back: on from where it stopped, to the end.
+    files.requests(&first, &files.f, 8..512).await;
+    let end = first
+        .read(&files.f, u64::from(512 * PIECE), PIECE, false)
+        .await;
+    assert!(end.unwrap().is_empty(), "f ends where it ends");
+    second.stop().await;
+    first.stop().await;
 }
