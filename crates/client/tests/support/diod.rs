@@ -96,22 +96,26 @@ pub fn binary() -> PathBuf {
 }
 
 /// A loopback port for diod, free when asked. It lies below the host's
-/// ephemeral ports (32768 and up), so nothing bound to port 0 meanwhile
-/// (another test's diod, a client's socket) is given it before diod binds
-/// it; a counter keeps the tests of one process apart, and the pid most
-/// likely those of others.
+/// ephemeral ports (ip_local_port_range), so nothing bound to port 0
+/// meanwhile (another test's diod, a client's socket) is given it before
+/// diod binds it; a counter keeps the tests of one process apart, and the
+/// pid most likely those of others.
 fn free_port() -> u16 {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    const FIRST: u32 = 20_000;
-    const PORTS: u32 = 12_000;
-    for _ in 0..PORTS {
+    let ephemeral: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768);
+    let first = (ephemeral / 2).max(1024);
+    let ports = ephemeral.saturating_sub(first).max(1);
+    for _ in 0..ports {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = (FIRST + std::process::id().wrapping_mul(97).wrapping_add(n) % PORTS) as u16;
+        let port = (first + std::process::id().wrapping_mul(97).wrapping_add(n) % ports) as u16;
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
-    panic!("no free loopback port in {FIRST}..{}", FIRST + PORTS);
+    panic!("no free loopback port in {first}..{}", first + ports);
 }
 
 /// Starts diod exporting a fresh directory named after `tag` (unique within
