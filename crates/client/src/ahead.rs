@@ -196,6 +196,15 @@ struct Running {
     task: tokio::task::JoinHandle<()>,
 }
 
+impl Running {
+    /// Stops the transfer and waits for its task to end: what it held (the
+    /// file, its window) is let go when this returns.
+    async fn end(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         // Dropping the transfer flushes what it has in flight.
@@ -257,7 +266,11 @@ impl ReadAhead {
         state.asked_end = offset.checked_add(u64::from(count));
         let behind = match &state.running {
             Some(running) if offset > running.next.saturating_add(SKIPPED_MAX) => {
-                // Far ahead: the reader has moved on.
+                // Far ahead: the reader has moved on. Its window is back
+                // before a transfer from here asks the budget for one.
+                if let Some(old) = state.running.take() {
+                    old.end().await;
+                }
                 state.stop();
                 false
             }
@@ -364,9 +377,8 @@ impl ReadAhead {
     /// after another never finds the server's fids used up.
     pub async fn stop(&self) {
         let running = self.state.lock().await.running.take();
-        if let Some(mut running) = running {
-            running.task.abort();
-            let _ = (&mut running.task).await;
+        if let Some(running) = running {
+            running.end().await;
         }
     }
 
