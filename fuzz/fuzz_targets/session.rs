@@ -652,12 +652,13 @@ impl Tag {
             .count()
     }
 
-    /// True while a request other than a stream may wait for its reply.
-    fn waiting(&self) -> bool {
+    /// True while a request other than a stream, sent before `stream`
+    /// (the first stream still open, if any), may wait for its reply.
+    fn waiting(&self, stream: Option<u64>) -> bool {
         let plain = self
             .entries
             .iter()
-            .filter(|e| !e.expect.is_stream())
+            .filter(|e| !e.expect.is_stream() && stream.is_none_or(|s| e.seq < s))
             .count();
         plain > self.errors
     }
@@ -700,9 +701,20 @@ impl Model {
             .is_some_and(|t| !t.entries.is_empty())
     }
 
-    /// True while a request other than a stream waits for its reply.
+    /// True while a request other than a stream waits for its reply. A
+    /// request naming the fid of a stream still open runs once the stream
+    /// ends (docs/streams.md), which may be never; requests sent after a
+    /// stream opened may name its fid, so only those sent before any open
+    /// stream must be answered.
     fn waiting(&self) -> bool {
-        self.outstanding.values().any(Tag::waiting)
+        let stream = self
+            .outstanding
+            .values()
+            .flat_map(|tag| &tag.entries)
+            .filter(|e| e.expect.is_stream())
+            .map(|e| e.seq)
+            .min();
+        self.outstanding.values().any(|tag| tag.waiting(stream))
     }
 
     /// What the server will make of `frame`, or None if the peer must not
