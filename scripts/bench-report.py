@@ -294,7 +294,8 @@ FLOREN = {  # size MB: {rtt ms: (9P s, HTTP s)}
     200: {0: (208.81, 249.50), 15: (590.94, 281.63), 50: (1512.31, 400.00)},
 }
 CLIENT_NAMES = {"one": "9P one at a time", "pipeline": "9P pipelined", "stream": "9P stream",
-                "mux": "stream via mux", "mount": "cp from mount", "loose": "mount, loose",
+                "mux": "stream via mux", "none": "mount, none", "strict": "mount, strict",
+                "loose": "mount, loose",
                 "diod": "diod, pipelined",
                 "http": "nginx+curl"}
 
