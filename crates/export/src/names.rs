@@ -94,18 +94,16 @@ pub(crate) async fn walk(
 /// stat is `made`. A call refused after the making (its node needs a
 /// descriptor, and the server may be out of them) leaves nothing behind,
 /// so that asking again may succeed: what was made is removed, if the
-/// name still holds it.
+/// name still holds it, unchanged: a node renamed into its place since,
+/// or one made anew with its inode number, has a later change time.
 fn undone_on_failure<T>(
     parent: &Node,
     name: &str,
     made: &Stat,
     then: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
-    then().inspect_err(|_| {
-        remove_if_still(parent, name, |now| {
-            (now.st_ino, now.st_dev) == (made.st_ino, made.st_dev)
-        })
-    })
+    let identity = |st: &Stat| (st.st_ino, st.st_dev, st.st_ctime, st.st_ctime_nsec);
+    then().inspect_err(|_| remove_if_still(parent, name, |now| identity(now) == identity(made)))
 }
 
 /// Removes `name` from `parent` if `made` says it still names the file
