@@ -1,7 +1,7 @@
 //! Calls on data: opening, reading, writing, listing directories and
 //! syncing. All but opening a regular file or a directory run on the
 //! blocking pool (see `Export::call`), except reads of regular files the
-//! kernel can answer without waiting.
+//! kernel can answer without waiting, and small writes to tmpfs.
 
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -175,12 +175,17 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
     finished
 }
 
-/// Writes `data` at `offset` on the blocking pool. Unlike reads, writes
-/// are not tried with RWF_NOWAIT first: ext4 and tmpfs refuse it on
-/// buffered writes (EOPNOTSUPP). Nor are small ones made on the thread
-/// serving the request: a write may wait (on dirty pages, on a network
-/// file system or a /proc file under the export), and that connection would
-/// read no request meanwhile, not even the Tflush of the write.
+/// Writes no bigger than this may be made on the thread serving the
+/// request (see `write`); a larger one takes longer than the trip through
+/// the pool saves, and the connection reads nothing meanwhile.
+const WRITE_HERE_MAX: usize = 64 * 1024;
+
+/// Writes `data` at `offset`, on the blocking pool unless it is small and
+/// lands on tmpfs pages in memory (or past the end): a write elsewhere may
+/// wait (on dirty pages, a disk, a network file system or a /proc file
+/// under the export), and the connection would read no request meanwhile,
+/// not even the Tflush of the write. RWF_NOWAIT cannot tell: ext4 and tmpfs
+/// refuse it on buffered writes (EOPNOTSUPP).
 pub(crate) async fn write(
     export: &Export,
     file: &ExportFile,
@@ -189,6 +194,9 @@ pub(crate) async fn write(
 ) -> Result<u32> {
     let fd = file.opened()?;
     let stream = is_stream(file.node.ty);
+    let here = !stream
+        && data.len() <= WRITE_HERE_MAX
+        && ninep_transport::writes_in_memory(fd.as_fd(), offset, data.len());
     let write = move |_: &Inner| {
         let mut done = 0;
         while done < data.len() {
@@ -207,7 +215,11 @@ pub(crate) async fn write(
         Ok(done as u32)
     };
     let _turn = file.writing.lock().await;
-    export.call(&file.creds, write).await
+    if here {
+        export.call_here(&file.creds, write).await
+    } else {
+        export.call(&file.creds, write).await
+    }
 }
 
 pub(crate) async fn read_dir(export: &Export, cx: &Cx, dir: &ExportFile) -> Result<Vec<DirEntry>> {

@@ -26,7 +26,16 @@ async fn serve(name: &str) -> (Dir, String) {
 /// An export of a fresh directory (`export` in the returned one) with
 /// `options`, served on a unix socket; its address.
 async fn serve_with(name: &str, options: ExportOptions) -> (Dir, String) {
-    let base = std::env::temp_dir().join(format!("ninep-ops-{}-{name}", std::process::id()));
+    serve_under(&std::env::temp_dir(), name, options).await
+}
+
+/// The same, the directory made under `parent`.
+async fn serve_under(
+    parent: &std::path::Path,
+    name: &str,
+    options: ExportOptions,
+) -> (Dir, String) {
+    let base = parent.join(format!("ninep-ops-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("export")).unwrap();
     let export = Export::new(base.join("export"), options).unwrap();
@@ -620,4 +629,46 @@ async fn reads_are_whole_in_and_out_of_the_page_cache() {
         small.read_at(9_998, 4096).await.unwrap(),
         [&pattern(10_000)[9_998..], b"more"].concat()
     );
+}
+
+/// Small writes to a file on tmpfs are made on the thread serving them,
+/// not on the blocking pool: each still lands where it was aimed.
+#[tokio::test]
+async fn writes_to_tmpfs_land_where_they_are_aimed() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("no /dev/shm: skipped");
+        return;
+    }
+    let (dir, addr) = serve_under(shm, "tmpfs-writes", ExportOptions::default()).await;
+    let host = dir.0.join("export/f");
+    let pattern = |len: usize| -> Vec<u8> { (0..len).map(|i| (i * 7 % 251) as u8).collect() };
+    std::fs::write(&host, pattern(10_000)).unwrap();
+    let fsys = attach(&addr, Dialect::L).await;
+    let f = fsys.open("f", dotl::O_RDWR).await.unwrap();
+    let mut want = pattern(10_000);
+    // Over data, across the end, past it (leaving a hole), into the hole,
+    // the most made here, and one byte more.
+    for (at, len, fill) in [
+        (100, 50, 1u8),
+        (9_990, 100, 2),
+        (50_000, 10, 3),
+        (20_000, 4096, 4),
+        (0, 65_536, 5),
+        (70_000, 65_537, 6),
+    ] {
+        let taken = f.write_at(at as u64, Bytes::from(vec![fill; len])).await;
+        assert_eq!(taken.unwrap(), len as u32, "write at {at}");
+        want.resize(want.len().max(at + len), 0);
+        want[at..at + len].fill(fill);
+    }
+    assert_eq!(std::fs::read(&host).unwrap(), want);
+    // Opened to append, a write lands at the end whatever its offset.
+    let appending = fsys
+        .open("f", dotl::O_WRONLY | dotl::O_APPEND)
+        .await
+        .unwrap();
+    assert_eq!(appending.write_at(0, "tail".into()).await.unwrap(), 4);
+    want.extend_from_slice(b"tail");
+    assert_eq!(std::fs::read(&host).unwrap(), want);
 }

@@ -19,6 +19,6 @@ mod writer;
 pub use dial::{Addr, Conn, DEFAULT_PORT, Dialer, Established, Incoming, Listener, Peer, Stream};
 pub use framing::{FrameCodec, FrameError};
 pub use reader::FrameReader;
-pub use splice::{PipedFile, SpliceTarget, in_memory};
+pub use splice::{PipedFile, SpliceTarget, in_memory, writes_in_memory};
 pub use tls::{HANDSHAKE_TIMEOUT, TlsClient, TlsServer};
 pub use writer::{Frame, Payload, Room, Writer};

@@ -10,6 +10,7 @@ use std::any::Any;
 use std::io::{self, IoSliceMut};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use rustix::fs::OFlags;
 use rustix::io::{Errno, ReadWriteFlags};
 use rustix::pipe::{PipeFlags, SpliceFlags};
 use tokio::io::Interest;
@@ -144,6 +145,30 @@ pub fn in_memory(file: BorrowedFd<'_>, offset: u64, count: usize) -> Option<usiz
         Some(first) => first && readable(end - 1) == Some(true),
     };
     ready.then_some((end - offset) as usize)
+}
+
+/// Whether a write of `count` bytes to `file` at `offset` waits on no
+/// device: `file` lives on tmpfs, which has none and never holds a writer
+/// back for writeback, and every page the write lands on that already
+/// holds data (up to the file's size; an append-only file's last page) is
+/// in memory, not swapped out (so none lies in a hole, which cachestat
+/// cannot tell from a page swapped out). Pages past the end are made anew.
+/// False where this cannot be told (a kernel without cachestat).
+pub fn writes_in_memory(file: BorrowedFd<'_>, offset: u64, count: usize) -> bool {
+    if !is_tmpfs(file) {
+        return false;
+    }
+    let Ok(size) = rustix::fs::fstat(file).map(|st| st.st_size.max(0) as u64) else {
+        return false;
+    };
+    let appends = rustix::fs::fcntl_getfl(file).is_ok_and(|f| f.contains(OFlags::APPEND));
+    let offset = if appends { size } else { offset.min(size) };
+    let end = offset.saturating_add(count as u64).min(size);
+    let page = rustix::param::page_size() as u64;
+    let (first, last) = (offset / page, end.div_ceil(page));
+    last <= first
+        || crate::sys::pages_cached(file, first * page, (last - first) * page)
+            .is_ok_and(|cached| cached >= last - first)
 }
 
 /// Whether `file` lives on tmpfs (statfs's TMPFS_MAGIC).
@@ -369,25 +394,63 @@ mod tests {
         }
     }
 
+    /// A file of `len` bytes on /dev/shm, open for reading and writing and
+    /// already unlinked; None where /dev/shm is no tmpfs or the kernel has
+    /// no cachestat.
+    fn tmpfs_file(name: &str, len: usize) -> Option<std::fs::File> {
+        let dir = std::path::Path::new("/dev/shm");
+        let probe = std::fs::File::open(dir).ok()?;
+        if !is_tmpfs(probe.as_fd()) {
+            return None;
+        }
+        let path = dir.join(format!("ninep-{name}-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; len]).unwrap();
+        let file = (std::fs::OpenOptions::new().read(true).write(true))
+            .open(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        cachestat_works(file.as_fd()).then_some(file)
+    }
+
     #[test]
     fn tmpfs_pages_are_in_memory() {
-        let dir = std::path::Path::new("/dev/shm");
-        let Ok(probe) = std::fs::File::open(dir) else {
+        let Some(file) = tmpfs_file("in-memory", 3 * MIB + 5) else {
             return;
         };
-        if !is_tmpfs(probe.as_fd()) {
-            return;
-        }
-        let path = dir.join(format!("ninep-in-memory-{}", std::process::id()));
-        std::fs::write(&path, vec![7u8; 3 * MIB + 5]).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
         let fd = file.as_fd();
-        if !cachestat_works(fd) {
-            return;
-        }
         assert_eq!(in_memory(fd, 0, 3 * MIB + 5), Some(3 * MIB + 5));
         assert_eq!(in_memory(fd, 3 * MIB as u64, MIB), Some(5));
         assert_eq!(in_memory(fd, 3 * MIB as u64 + 5, 1), None);
+    }
+
+    #[test]
+    fn writes_to_tmpfs_pages_in_memory_wait_on_nothing() {
+        let Some(file) = tmpfs_file("writes-in-memory", MIB + 5) else {
+            return;
+        };
+        let fd = file.as_fd();
+        assert!(writes_in_memory(fd, 0, 4096), "over pages in memory");
+        assert!(writes_in_memory(fd, MIB as u64, 8192), "over the end");
+        assert!(writes_in_memory(fd, 4 * MIB as u64, 100), "past the end");
+        // A hole holds no page, as a page swapped out holds none in memory:
+        // cachestat cannot tell them apart, so a write into one may wait.
+        file.set_len(4 * MIB as u64).unwrap();
+        assert!(!writes_in_memory(fd, 2 * MIB as u64, 4096), "into a hole");
+        assert!(writes_in_memory(fd, 4 * MIB as u64, 4096), "past the hole");
+    }
+
+    #[test]
+    fn writes_beyond_tmpfs_may_wait() {
+        // Beside the test's own executable, which is on a disk in a build.
+        let exe = std::env::current_exe().unwrap();
+        let path = exe.with_file_name(format!("ninep-writes-may-wait-{}", std::process::id()));
+        std::fs::write(&path, [7u8; 4096]).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        if is_tmpfs(file.as_fd()) {
+            eprintln!("the build is on tmpfs: skipped");
+            return;
+        }
+        assert!(!writes_in_memory(file.as_fd(), 0, 100));
     }
 }
