@@ -1,9 +1,10 @@
 //! A mount of a server that lies: between the mount and a ramfs sits a
 //! proxy that falsifies one reply at a time (a read longer than asked, a
 //! walk past its names, absurd attributes, directory entries no file system
-//! may have, a reply of the wrong type, a reply to a tag never used). Each
-//! lie costs at most the call it answered: the mount keeps serving, gives
-//! the kernel nothing a file system may not hold, and never panics.
+//! may have, a reply of the wrong type, a reply to a tag never used, the
+//! stat of a file just made refused). Each lie costs at most the call it
+//! answered: the mount keeps serving, gives the kernel nothing a file
+//! system may not hold, and never panics.
 
 mod support;
 
@@ -16,7 +17,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use ninep_fuse::Cache;
 use ninep_ramfs::RamFs;
 use ninep_transport::Addr;
-use ninep_wire::{Dialect, Fcall, Msg, Protocol, QidType, Rclunk};
+use ninep_wire::{Dialect, Errno, Fcall, Msg, Protocol, QidType, Rclunk, Rlcreate, Rlerror};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -43,9 +44,23 @@ enum Lie {
     WrongType,
     /// An Rgetattr on a tag with no request, before the true reply.
     StrayTag,
+    /// Rlerror EMFILE for the Tgetattr sent behind a Tlcreate, and for the
+    /// one the client asks again at once: the file is made, and only its
+    /// stat may be asked for again.
+    StatRefusedAfterCreate,
 }
 
-const LIES: [Lie; 9] = [
+impl Lie {
+    /// How many replies in a row the lie falsifies.
+    fn times(self) -> u32 {
+        match self {
+            Lie::StatRefusedAfterCreate => 2,
+            _ => 1,
+        }
+    }
+}
+
+const LIES: [Lie; 10] = [
     Lie::ReadTooLong,
     Lie::AbsurdAttributes,
     Lie::QidOfADirectory,
@@ -55,13 +70,17 @@ const LIES: [Lie; 9] = [
     Lie::WrongType,
     Lie::StrayTag,
     Lie::WalkTooFar,
+    Lie::StatRefusedAfterCreate,
 ];
 
-/// The lie to tell next, and whether it has been told.
+/// The lie to tell next, how many more times, and whether it has been told.
 #[derive(Default)]
 struct Liar {
     next: Option<Lie>,
+    left: u32,
     told: Option<Lie>,
+    /// The type of the last reply passed on (true or not).
+    previous: Option<u8>,
 }
 
 /// Reads one frame (size[4] first) from `r`.
@@ -96,8 +115,9 @@ fn frames(fcalls: &[Fcall]) -> Bytes {
 }
 
 /// What the proxy sends instead of `reply` under `lie`, if the lie fits
-/// it; `asked` is the count of the Tread it answers, if one.
-fn falsify(lie: Lie, reply: &Fcall, asked: Option<u32>) -> Option<Bytes> {
+/// it; `asked` is the count of the Tread it answers, if one, and
+/// `previous` the type of the reply passed on before it.
+fn falsify(lie: Lie, reply: &Fcall, asked: Option<u32>, previous: Option<u8>) -> Option<Bytes> {
     let tag = reply.tag;
     let msg = match (lie, &reply.msg) {
         (Lie::ReadTooLong, Msg::Rread(r)) => {
@@ -151,6 +171,13 @@ fn falsify(lie: Lie, reply: &Fcall, asked: Option<u32>) -> Option<Bytes> {
             let stray = Fcall::new(0xfffe, Msg::Rgetattr(r.clone()));
             return Some(frames(&[stray, reply.clone()]));
         }
+        (Lie::StatRefusedAfterCreate, Msg::Rgetattr(_))
+            if previous == Some(Rlcreate::TYPE) || previous == Some(Rlerror::TYPE) =>
+        {
+            Msg::Rlerror(Rlerror {
+                ecode: Errno::EMFILE.0,
+            })
+        }
         _ => return None,
     };
     Some(frames(&[Fcall::new(tag, msg)]))
@@ -201,11 +228,16 @@ async fn replies(
             let asked = reads.lock().remove(&reply.tag);
             let mut liar = liar.lock();
             if let Some(lie) = liar.next
-                && let Some(lies) = falsify(lie, &reply, asked)
+                && let Some(lies) = falsify(lie, &reply, asked, liar.previous)
             {
                 out = lies;
-                (liar.next, liar.told) = (None, Some(lie));
+                liar.left -= 1;
+                if liar.left == 0 {
+                    liar.next = None;
+                }
+                liar.told = Some(lie);
             }
+            liar.previous = out.get(4).copied();
         }
         if to_client.write_all(&out).await.is_err() {
             break;
@@ -230,6 +262,13 @@ fn probe(mnt: &Path, lie: Lie) -> std::io::Result<String> {
         }
         Lie::AbsurdAttributes | Lie::QidOfADirectory | Lie::WrongType | Lie::StrayTag => {
             std::fs::metadata(mnt.join("ok")).map(|m| format!("{m:?}"))
+        }
+        Lie::StatRefusedAfterCreate => {
+            let path = mnt.join("made");
+            let mut made = std::fs::File::create_new(&path)?;
+            std::io::Write::write_all(&mut made, b"made\n")?;
+            drop(made);
+            std::fs::read_to_string(path)
         }
     }
 }
@@ -261,7 +300,10 @@ async fn each_lie_of_a_server_costs_at_most_its_call() {
     .unwrap();
 
     for lie in LIES {
-        liar.lock().next = Some(lie);
+        {
+            let mut liar = liar.lock();
+            (liar.next, liar.left) = (Some(lie), lie.times());
+        }
         let m = mnt.clone();
         let (answer, still) = tokio::task::spawn_blocking(move || {
             let answer = probe(&m, lie);
@@ -269,7 +311,15 @@ async fn each_lie_of_a_server_costs_at_most_its_call() {
         })
         .await
         .unwrap();
-        assert_eq!(liar.lock().told, Some(lie), "the lie was told");
+        {
+            let liar = liar.lock();
+            assert_eq!(liar.told, Some(lie), "the lie was told");
+            assert!(
+                liar.next.is_none(),
+                "{lie:?} was told {} times",
+                lie.times()
+            );
+        }
         match (lie, &answer) {
             // Refused by the client: the call fails, with EPROTO.
             // The walk of a lookup refused; the kernel, whose revalidation
@@ -284,6 +334,12 @@ async fn each_lie_of_a_server_costs_at_most_its_call() {
                 assert_eq!(errno, Err(Some(36)), "{lie:?}: ENAMETOOLONG: {r:?}");
             }
             (Lie::StrayTag, r) => assert!(r.is_ok(), "a stray reply is ignored: {r:?}"),
+            // Asking for the create again would meet the file it made.
+            (Lie::StatRefusedAfterCreate, r) => assert_eq!(
+                r.as_deref().ok(),
+                Some("made\n"),
+                "the file made is opened, not made again: {r:?}"
+            ),
             (Lie::ImpossibleNames, Ok(names)) => {
                 eprintln!("{lie:?}: {names}");
                 for name in names.split('|') {
