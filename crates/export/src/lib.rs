@@ -23,8 +23,8 @@
 //! and attributes run on the thread serving the request: they take a few
 //! microseconds, and a trip through the pool costs two thread switches,
 //! several times more. Reads of regular files are tried there too, with
-//! RWF_NOWAIT, and go to the pool only when the kernel would have to wait
-//! (see `data`). Either way, in multi-user mode the thread takes on
+//! RWF_NOWAIT, and go to the pool only when the kernel would have to wait;
+//! so are small writes to tmpfs pages in memory (see `data`). Either way, in multi-user mode the thread takes on
 //! the attaching user's ids for the call (see [`users`]).
 //!
 //! Where things are: `confine` resolves names beneath the root, `qid`
