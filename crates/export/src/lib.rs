@@ -24,8 +24,9 @@
 //! microseconds, and a trip through the pool costs two thread switches,
 //! several times more. Reads of regular files are tried there too, with
 //! RWF_NOWAIT, and go to the pool only when the kernel would have to wait;
-//! so are small writes to tmpfs pages in memory (see `data`). Either way, in multi-user mode the thread takes on
-//! the attaching user's ids for the call (see [`users`]).
+//! so are small writes to tmpfs pages in memory (see `data`). Either way,
+//! in multi-user mode the thread takes on the attaching user's ids for the
+//! call (see [`users`]).
 //!
 //! Where things are: `confine` resolves names beneath the root, `qid`
 //! numbers files across devices, `marks` keeps Plan 9's append-only and
