@@ -181,11 +181,12 @@ fn read_without_waiting(fd: &OwnedFd, buf: &mut Vec<u8>, offset: u64, count: usi
 const WRITE_HERE_MAX: usize = 64 * 1024;
 
 /// Writes `data` at `offset`, on the blocking pool unless it is small and
-/// lands on tmpfs pages in memory (or past the end): a write elsewhere may
-/// wait (on dirty pages, a disk, a network file system or a /proc file
-/// under the export), and the connection would read no request meanwhile,
-/// not even the Tflush of the write. RWF_NOWAIT cannot tell: ext4 and tmpfs
-/// refuse it on buffered writes (EOPNOTSUPP).
+/// lands on the pages in memory of a regular file on tmpfs (or past its
+/// end; see `ninep_transport::writes_in_memory`): a write elsewhere may
+/// wait (on dirty pages, a disk, a device, a network file system or a
+/// /proc file under the export), and the connection would read no request
+/// meanwhile, not even the Tflush of the write. RWF_NOWAIT cannot tell:
+/// ext4 and tmpfs refuse it on buffered writes (EOPNOTSUPP).
 pub(crate) async fn write(
     export: &Export,
     file: &ExportFile,
@@ -194,8 +195,9 @@ pub(crate) async fn write(
 ) -> Result<u32> {
     let fd = file.opened()?;
     let stream = is_stream(file.node.ty);
-    let here = !stream
-        && data.len() <= WRITE_HERE_MAX
+    let _turn = file.writing.lock().await;
+    // Asked once the writes before it are done: they may have changed it.
+    let here = data.len() <= WRITE_HERE_MAX
         && ninep_transport::writes_in_memory(fd.as_fd(), offset, data.len());
     let write = move |_: &Inner| {
         let mut done = 0;
@@ -214,7 +216,6 @@ pub(crate) async fn write(
         }
         Ok(done as u32)
     };
-    let _turn = file.writing.lock().await;
     if here {
         export.call_here(&file.creds, write).await
     } else {

@@ -148,19 +148,28 @@ pub fn in_memory(file: BorrowedFd<'_>, offset: u64, count: usize) -> Option<usiz
 }
 
 /// Whether a write of `count` bytes to `file` at `offset` waits on no
-/// device: `file` lives on tmpfs, which has none and never holds a writer
-/// back for writeback, and every page the write lands on that already
-/// holds data (up to the file's size; an append-only file's last page) is
-/// in memory, not swapped out (so none lies in a hole, which cachestat
-/// cannot tell from a page swapped out). Pages past the end are made anew.
-/// False where this cannot be told (a kernel without cachestat).
+/// device: `file` is a regular file on tmpfs, which has none and never
+/// holds a writer back for writeback, and every page the write lands on
+/// that already holds data (up to the file's size; an append-only file's
+/// last page) is in memory, not swapped out (so none lies in a hole, which
+/// cachestat cannot tell from a page swapped out). Pages past the end are
+/// made anew. False where this cannot be told (a kernel without
+/// cachestat), and for devices and fifos, even on a tmpfs (devtmpfs is
+/// one): their writes wait on what is behind them.
+///
+/// Such a write may still wait on memory: a page made anew may have to be
+/// reclaimed first, and a cgroup over its `memory.high` is made to sleep.
 pub fn writes_in_memory(file: BorrowedFd<'_>, offset: u64, count: usize) -> bool {
     if !is_tmpfs(file) {
         return false;
     }
-    let Ok(size) = rustix::fs::fstat(file).map(|st| st.st_size.max(0) as u64) else {
+    let Ok(st) = rustix::fs::fstat(file) else {
         return false;
     };
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return false;
+    }
+    let size = st.st_size.max(0) as u64;
     let appends = rustix::fs::fcntl_getfl(file).is_ok_and(|f| f.contains(OFlags::APPEND));
     let offset = if appends { size } else { offset.min(size) };
     let end = offset.saturating_add(count as u64).min(size);
@@ -437,6 +446,27 @@ mod tests {
         file.set_len(4 * MIB as u64).unwrap();
         assert!(!writes_in_memory(fd, 2 * MIB as u64, 4096), "into a hole");
         assert!(writes_in_memory(fd, 4 * MIB as u64, 4096), "past the hole");
+    }
+
+    #[test]
+    fn writes_to_a_fifo_on_tmpfs_may_wait() {
+        let Some(probe) = tmpfs_file("fifo-probe", 0) else {
+            return;
+        };
+        drop(probe);
+        let path = format!("/dev/shm/ninep-fifo-{}", std::process::id());
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path.as_str(),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        // Both ends, so that opening it waits for nobody.
+        let fifo = rustix::fs::open(path.as_str(), OFlags::RDWR, Mode::empty()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(!writes_in_memory(fifo.as_fd(), 0, 100));
     }
 
     #[test]
