@@ -17,7 +17,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use ninep_fuse::Cache;
 use ninep_ramfs::RamFs;
 use ninep_transport::Addr;
-use ninep_wire::{Dialect, Errno, Fcall, Msg, Protocol, QidType, Rclunk, Rlcreate, Rlerror};
+use ninep_wire::{Dialect, Errno, Fcall, Msg, Protocol, QidType, Rclunk, Rlerror};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -44,9 +44,9 @@ enum Lie {
     WrongType,
     /// An Rgetattr on a tag with no request, before the true reply.
     StrayTag,
-    /// Rlerror EMFILE for the Tgetattr sent behind a Tlcreate, and for the
-    /// one the client asks again at once: the file is made, and only its
-    /// stat may be asked for again.
+    /// Rlerror EMFILE for the Tgetattr sent behind a Tlcreate on the fid
+    /// it made, and for the one the client asks again at once: the file is
+    /// made, and only its stat may be asked for again.
     StatRefusedAfterCreate,
 }
 
@@ -79,8 +79,15 @@ struct Liar {
     next: Option<Lie>,
     left: u32,
     told: Option<Lie>,
-    /// The type of the last reply passed on (true or not).
-    previous: Option<u8>,
+}
+
+/// What a request in flight asked, where a lie depends on it.
+#[derive(Debug, Clone, Copy)]
+enum Asked {
+    /// A Tread of this count.
+    Read(u32),
+    /// A Tgetattr of the fid the last Tlcreate made into its file.
+    StatOfMade,
 }
 
 /// Reads one frame (size[4] first) from `r`.
@@ -115,14 +122,16 @@ fn frames(fcalls: &[Fcall]) -> Bytes {
 }
 
 /// What the proxy sends instead of `reply` under `lie`, if the lie fits
-/// it; `asked` is the count of the Tread it answers, if one, and
-/// `previous` the type of the reply passed on before it.
-fn falsify(lie: Lie, reply: &Fcall, asked: Option<u32>, previous: Option<u8>) -> Option<Bytes> {
+/// it; `asked`: what the request it answers asked, where that matters.
+fn falsify(lie: Lie, reply: &Fcall, asked: Option<Asked>) -> Option<Bytes> {
     let tag = reply.tag;
     let msg = match (lie, &reply.msg) {
         (Lie::ReadTooLong, Msg::Rread(r)) => {
+            let Some(Asked::Read(count)) = asked else {
+                return None;
+            };
             let mut data = BytesMut::from(&r.data[..]);
-            data.resize(asked? as usize + 1, b'!');
+            data.resize(count as usize + 1, b'!');
             Msg::Rread(ninep_wire::Rread {
                 data: data.freeze(),
             })
@@ -172,7 +181,7 @@ fn falsify(lie: Lie, reply: &Fcall, asked: Option<u32>, previous: Option<u8>) ->
             return Some(frames(&[stray, reply.clone()]));
         }
         (Lie::StatRefusedAfterCreate, Msg::Rgetattr(_))
-            if previous == Some(Rlcreate::TYPE) || previous == Some(Rlerror::TYPE) =>
+            if matches!(asked, Some(Asked::StatOfMade)) =>
         {
             Msg::Rlerror(Rlerror {
                 ecode: Errno::EMFILE.0,
@@ -192,24 +201,37 @@ async fn lying_proxy(front: &Addr, back: Addr, liar: Arc<Mutex<Liar>>) {
             let server = back.dial().await.unwrap();
             let (mut from_client, to_client) = tokio::io::split(client);
             let (from_server, mut to_server) = tokio::io::split(server);
-            // The count of each Tread in flight, by tag.
-            let reads = Arc::new(Mutex::new(HashMap::new()));
-            let asked = reads.clone();
+            // What the requests in flight asked, by tag.
+            let asked = Arc::new(Mutex::new(HashMap::new()));
+            let asking = asked.clone();
             tokio::spawn(async move {
+                // The fid the last Tlcreate made into its file.
+                let mut made = None;
                 while let Some(f) = frame(&mut from_client).await {
-                    if let Ok(Fcall {
-                        tag,
-                        msg: Msg::Tread(t),
-                    }) = Fcall::decode(f.clone(), Dialect::L)
-                    {
-                        asked.lock().insert(tag, t.count);
+                    if let Ok(Fcall { tag, msg }) = Fcall::decode(f.clone(), Dialect::L) {
+                        let what = match msg {
+                            Msg::Tread(t) => Some(Asked::Read(t.count)),
+                            Msg::Tlcreate(t) => {
+                                made = Some(t.fid);
+                                None
+                            }
+                            Msg::Tgetattr(t) if Some(t.fid) == made => Some(Asked::StatOfMade),
+                            Msg::Tclunk(t) if Some(t.fid) == made => {
+                                made = None;
+                                None
+                            }
+                            _ => None,
+                        };
+                        if let Some(what) = what {
+                            asking.lock().insert(tag, what);
+                        }
                     }
                     if to_server.write_all(&f).await.is_err() {
                         break;
                     }
                 }
             });
-            tokio::spawn(replies(from_server, to_client, reads, liar.clone()));
+            tokio::spawn(replies(from_server, to_client, asked, liar.clone()));
         }
     });
 }
@@ -218,17 +240,17 @@ async fn lying_proxy(front: &Addr, back: Addr, liar: Arc<Mutex<Liar>>) {
 async fn replies(
     mut from_server: impl AsyncRead + Unpin,
     mut to_client: impl AsyncWrite + Unpin,
-    reads: Arc<Mutex<HashMap<u16, u32>>>,
+    asked: Arc<Mutex<HashMap<u16, Asked>>>,
     liar: Arc<Mutex<Liar>>,
 ) {
     let protocol = Protocol::from(Dialect::L);
     while let Some(f) = frame(&mut from_server).await {
         let mut out = f.clone();
         if let Ok(reply) = Fcall::decode(f, protocol) {
-            let asked = reads.lock().remove(&reply.tag);
+            let asked = asked.lock().remove(&reply.tag);
             let mut liar = liar.lock();
             if let Some(lie) = liar.next
-                && let Some(lies) = falsify(lie, &reply, asked, liar.previous)
+                && let Some(lies) = falsify(lie, &reply, asked)
             {
                 out = lies;
                 liar.left -= 1;
@@ -237,7 +259,6 @@ async fn replies(
                 }
                 liar.told = Some(lie);
             }
-            liar.previous = out.get(4).copied();
         }
         if to_client.write_all(&out).await.is_err() {
             break;
