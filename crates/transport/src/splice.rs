@@ -119,14 +119,7 @@ fn splice_in(
 pub fn in_memory(file: BorrowedFd<'_>, offset: u64, count: usize) -> Option<usize> {
     let size = u64::try_from(rustix::fs::fstat(file).ok()?.st_size).ok()?;
     let end = offset.saturating_add(count as u64).min(size);
-    if end <= offset {
-        return None;
-    }
-    let page = rustix::param::page_size() as u64;
-    let (first, last) = (offset / page, end.div_ceil(page));
-    let pages = last - first;
-    let cached = crate::sys::pages_cached(file, first * page, pages * page).ok()?;
-    if cached < pages {
+    if end <= offset || !pages_in_memory(file, offset, end)? {
         return None;
     }
     // Whether the page at `at` reads at once; None where RWF_NOWAIT is
@@ -173,11 +166,20 @@ pub fn writes_in_memory(file: BorrowedFd<'_>, offset: u64, count: usize) -> bool
     let appends = rustix::fs::fcntl_getfl(file).is_ok_and(|f| f.contains(OFlags::APPEND));
     let offset = if appends { size } else { offset.min(size) };
     let end = offset.saturating_add(count as u64).min(size);
+    pages_in_memory(file, offset, end) == Some(true)
+}
+
+/// Whether every page holding a byte of `from..to` of `file` is in the page
+/// cache (for tmpfs: in memory, not swapped out); true for an empty range,
+/// None where cachestat cannot tell.
+fn pages_in_memory(file: BorrowedFd<'_>, from: u64, to: u64) -> Option<bool> {
     let page = rustix::param::page_size() as u64;
-    let (first, last) = (offset / page, end.div_ceil(page));
-    last <= first
-        || crate::sys::pages_cached(file, first * page, (last - first) * page)
-            .is_ok_and(|cached| cached >= last - first)
+    let (first, last) = (from / page, to.div_ceil(page));
+    if last <= first {
+        return Some(true);
+    }
+    let cached = crate::sys::pages_cached(file, first * page, (last - first) * page).ok()?;
+    Some(cached >= last - first)
 }
 
 /// Whether `file` lives on tmpfs (statfs's TMPFS_MAGIC).
