@@ -246,6 +246,16 @@ impl ReadAhead {
         }
     }
 
+    /// Keeps `head`, the file's first bytes as read with its open, for the
+    /// reads that ask for them (within [`SKIPPED_MAX`], as pieces a
+    /// transfer skipped are kept); a read that goes on from its end is in
+    /// order. Gone, like those pieces, once the file is written.
+    pub async fn hold_head(&self, head: Bytes) {
+        let mut state = self.state.lock().await;
+        state.last_end = Some(head.len() as u64);
+        state.skipped.put(0, head);
+    }
+
     /// Reads up to `count` bytes at `offset` of `holder`'s open file; a
     /// `streaming` reader starts reading ahead at once. What comes back may
     /// be shorter than `count` without being the end of the file: the end

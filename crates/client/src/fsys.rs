@@ -349,6 +349,49 @@ impl Fid {
         Ok((file, info?, data))
     }
 
+    /// As [`Fid::walk_open`], and where the server runs requests in order,
+    /// reads up to `count` bytes from the file's start behind the open, in
+    /// the same round trip: the head of the file, for a caller that expects
+    /// to be asked for it. Elsewhere nothing is read (`None`): reading after
+    /// the open would cost a round trip the caller was not asked for. A
+    /// refused read leaves the open standing; a `count` of 0 reads nothing.
+    pub async fn walk_open_head(
+        &self,
+        names: &[Name],
+        flags: u32,
+        count: u32,
+    ) -> Result<(File, Option<Bytes>), Error> {
+        if count == 0 || !self.pipelines(names) {
+            return Ok((self.walk_open(names, flags).await?, None));
+        }
+        let client = &self.client;
+        let count = count.min(client.msize().saturating_sub(IOHDRSZ));
+        let (file, head) = self
+            .walk_open_then(names, flags, |fid, _| read_fid(client, fid, 0, count))
+            .await?;
+        Ok((file, head.ok()))
+    }
+
+    /// As [`Fid::open`] on a fid already walked, with the head of the file
+    /// read behind the open as [`Fid::walk_open_head`] reads it.
+    pub async fn open_head(self, flags: u32, count: u32) -> Result<(File, Option<Bytes>), Error> {
+        if count == 0 || !self.client.runs_in_order() {
+            return Ok((self.open(flags).await?, None));
+        }
+        let client = &self.client;
+        let count = count.min(client.msize().saturating_sub(IOHDRSZ));
+        let (opened, head) = tokio::join!(
+            biased;
+            open_fid(client, self.fid, flags),
+            read_fid(client, self.fid, 0, count)
+        );
+        // Dropped on an error, the fid is clunked.
+        let (qid, iounit) = opened?;
+        let mut fid = self;
+        fid.qid = qid;
+        Ok((File::new(fid, iounit), head.ok()))
+    }
+
     /// Walks to `names` and opens the file there, with what `behind` sends
     /// (given the new fid's number and the file's name) sent behind the
     /// open.

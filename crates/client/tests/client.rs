@@ -279,6 +279,38 @@ async fn a_walk_open_read_goes_in_one_round_trip_where_the_server_keeps_order() 
     }
 }
 
+/// The head of a file is read behind its open only from a server that runs
+/// requests in order: walked with the open, all three requests go before
+/// any reply; from a server that does not say so, nothing more than the
+/// walk and the open is sent, and nothing is read. The same for a fid
+/// walked before (the peer then holds nothing, and the requests sent tell).
+#[tokio::test]
+async fn a_head_is_read_behind_an_open_only_where_the_server_keeps_order() {
+    for ordered in [true, false] {
+        let hold = if ordered { 3 } else { 1 };
+        let (got, sent) = against_holding_peer(ordered, hold, |fsys| async move {
+            let names = [Name::new("file").expect("a name")];
+            fsys.root().walk_open_head(&names, O_RDONLY, 100).await
+        })
+        .await;
+        let (_, head) = got.expect("answered").expect("opened");
+        let (_, walked) = against_holding_peer(ordered, 1, |fsys| async move {
+            let fid = fsys.root().walk(&[]).await?;
+            fid.open_head(O_RDONLY, 100).await
+        })
+        .await;
+        if ordered {
+            assert_eq!(head.as_deref(), Some(&b"hello"[..]));
+            assert_eq!(sent, ["Twalk", "Tlopen", "Tread"]);
+            assert_eq!(walked, ["Twalk", "Tlopen", "Tread"]);
+        } else {
+            assert_eq!(head, None);
+            assert_eq!(sent, ["Twalk", "Tlopen"]);
+            assert_eq!(walked, ["Twalk", "Tlopen"]);
+        }
+    }
+}
+
 /// create_beside sends the clone's walk, the create and the stat before
 /// any reply to a server that runs requests in order, and only the walk
 /// to one that does not say so; a stat refused beside a create that was

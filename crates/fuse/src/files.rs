@@ -5,11 +5,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use fuser::{FileAttr, FopenFlags};
+use fuser::{FileAttr, FileType, FopenFlags};
 use ninep_wire::consts::dotl;
 use ninep_wire::{Errno, Name, Qid, QidType};
 
 use crate::{Cache, Handle, Inner, KernelErrno, errno, fail};
+
+/// Most bytes read behind an open, for the kernel's first read (see
+/// [`Inner::head_to_read`]): the kernel's own first read-ahead.
+const HEAD: u32 = 128 << 10;
 
 /// A file just opened: its handle and FOPEN flags.
 pub(crate) struct Opened {
@@ -96,11 +100,12 @@ impl Inner {
         } else {
             flags
         };
-        let (file, opened_with) = match self.open_fid(ino, user, wanted).await {
+        let head = self.head_to_read(ino, user, flags);
+        let ((file, head), opened_with) = match self.open_fid(ino, user, wanted, head).await {
             // Write-only to this user: the kernel filling a page will
             // fail, but writes of whole pages and appends will not.
             Err(e) if e == fail(Errno::EACCES) && wanted != flags => {
-                (self.open_fid(ino, user, flags).await?, flags)
+                (self.open_fid(ino, user, flags, head).await?, flags)
             }
             opened => (opened?, wanted),
         };
@@ -109,7 +114,35 @@ impl Inner {
         let behind = self.writes_behind(file.qid(), flags, exact);
         let opened_with = opened_with & !dotl::O_TRUNC;
         let fh = self.add_handle(Arc::new(file), ino, user, opened_with, exact, behind);
+        // Read early, a synthetic file's bytes would not be what its reader
+        // asked for; pages the kernel keeps it does not ask for at all.
+        if let Some(head) = head.filter(|_| !exact && fopen.is_empty()) {
+            self.handle(fh)?.ahead.hold_head(head).await;
+        }
         Ok(Opened { fh, flags: fopen })
+    }
+
+    /// How many bytes of `ino` to read behind its open by `user` with
+    /// `flags`, so that the kernel's first read of it is answered without
+    /// a round trip (0: none): the whole of a small regular file opened
+    /// only to be read, under a policy that lets the kernel cache pages,
+    /// unless its walk gave it qid.version 0 (synthetic) or the kernel
+    /// holds its pages at that version. A file that is read from its end
+    /// only, or not at all, costs at most [`HEAD`] bytes on the link.
+    fn head_to_read(&self, ino: u64, user: u32, flags: u32) -> u32 {
+        let only_reads = flags & dotl::O_ACCMODE == dotl::O_RDONLY && flags & dotl::O_TRUNC == 0;
+        if self.cache == Cache::None || self.read_ahead == 0 || !only_reads {
+            return 0;
+        }
+        let nodes = self.nodes();
+        let small = nodes.given_attr(ino).is_some_and(|attr| {
+            attr.kind == FileType::RegularFile && (1..=u64::from(HEAD)).contains(&attr.size)
+        });
+        let version = nodes.fid(ino, user).map(|fid| fid.qid().version);
+        match version {
+            Some(version) if small && version != 0 && !nodes.holds_pages(ino, version) => HEAD,
+            _ => 0,
+        }
     }
 
     /// Creates `name` in `parent` with permissions `perm` and group `gid`,

@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use fuser::{Config, Errno as KernelErrno, FileType, MountOption, SessionACL};
 use ninep_client::{Client, Error, Fid, File, Fsys, ReadAhead, ReadAheadBudget, WriteBehind};
 use ninep_wire::{Dialect, Errno, Name};
@@ -440,28 +441,33 @@ impl Inner {
     /// itself (the next request needing one walks anew, but most files
     /// opened are next closed, removed by name or opened again), else a
     /// clone of the one kept or one walked along the path, opened in the
-    /// same round trip where the server keeps order. A server out of
+    /// same round trip where the server keeps order. With `head` (a byte
+    /// count, 0 for none) the file's first bytes are read behind the open
+    /// where that costs no round trip ([`Fid::open_head`]). A server out of
     /// descriptors is given back the files kept open, and asked again.
-    async fn open_fid(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
-        self.with_room(|| self.open_fid_once(ino, user, flags))
-            .await
-    }
-
-    /// One try of [`Inner::open_fid`].
-    async fn open_fid_once(&self, ino: u64, user: u32, flags: u32) -> Result<File, KernelErrno> {
-        let walked = self.nodes().take_fid(ino, user);
-        if let Some(fid) = walked {
-            return fid.open(flags).await.map_err(errno);
-        }
-        let kept = self.nodes().fid(ino, user);
-        match kept {
-            Some(fid) => fid.walk_open(&[], flags).await,
-            None => {
-                let (root, path) = self.path_from_root(ino, user).await?;
-                root.walk_open(&path, flags).await
+    async fn open_fid(
+        &self,
+        ino: u64,
+        user: u32,
+        flags: u32,
+        head: u32,
+    ) -> Result<(File, Option<Bytes>), KernelErrno> {
+        let once = || async {
+            let walked = self.nodes().take_fid(ino, user);
+            if let Some(fid) = walked {
+                return fid.open_head(flags, head).await.map_err(errno);
             }
-        }
-        .map_err(errno)
+            let kept = self.nodes().fid(ino, user);
+            match kept {
+                Some(fid) => fid.walk_open_head(&[], flags, head).await,
+                None => {
+                    let (root, path) = self.path_from_root(ino, user).await?;
+                    root.walk_open_head(&path, flags, head).await
+                }
+            }
+            .map_err(errno)
+        };
+        self.with_room(once).await
     }
 
     /// A new fid walked from `user`'s attach along the path of `ino`.

@@ -450,6 +450,12 @@ impl Nodes {
         }
     }
 
+    /// Whether the page cache of `ino` holds `version`'s contents, as far
+    /// as the mount knows.
+    pub fn holds_pages(&self, ino: u64, version: u32) -> bool {
+        self.cached_version.get(&ino) == Some(&version)
+    }
+
     /// Notes that the page cache of `ino` now holds `version`'s contents;
     /// true if it held them already.
     pub fn keep_cache(&mut self, ino: u64, version: u32) -> bool {

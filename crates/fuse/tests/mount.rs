@@ -975,6 +975,57 @@ async fn a_file_is_looked_up_and_opened_in_a_round_trip_each() {
     }
     drop(session);
 }
+/// Under the policies that cache pages, a small file is read behind its
+/// open, so the kernel's first read of it waits for no round trip: opening
+/// and reading one costs the round trips of opening another alone. Under
+/// none, where every read goes to the server when it is made, the read
+/// waits for the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_file_is_read_with_its_open_where_pages_are_cached() {
+    let hold = Duration::from_millis(50);
+    for (cache, read_with_open) in [
+        (Cache::Strict, true),
+        (Cache::Loose, true),
+        (Cache::None, false),
+    ] {
+        let name = format!("head-{cache:?}");
+        let options = support::options(cache);
+        let (scene, mnt, session) =
+            mounted_far(&name, &options, Dialect::L, RamFs::new(), hold).await;
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        made_elsewhere(&scene, "opened", &data).await;
+        made_elsewhere(&scene, "read", &data).await;
+        let mut rounds = Vec::new();
+        for (file, reads) in [("opened", false), ("read", true)] {
+            let path = mnt.join(file);
+            let at = path.clone();
+            tokio::task::spawn_blocking(move || std::fs::metadata(at).unwrap())
+                .await
+                .unwrap();
+            // Until the clunks of the walks before are answered.
+            tokio::time::sleep(hold * 3).await;
+            let mark = scene.requests();
+            let got = tokio::task::spawn_blocking(move || {
+                let mut opened = std::fs::File::open(path).unwrap();
+                let mut got = vec![0; 5000];
+                if reads {
+                    opened.read_exact(&mut got).unwrap();
+                }
+                got
+            })
+            .await
+            .unwrap();
+            rounds.push(scene.rounds_since(mark));
+            if reads {
+                assert!(got == data, "{cache:?}: the file read differs");
+            }
+        }
+        let (opened, read) = (rounds[0], rounds[1]);
+        assert_eq!(read == opened, read_with_open, "{cache:?}: {rounds:?}");
+        assert!(read >= opened, "{cache:?}: {rounds:?}");
+        drop(session);
+    }
+}
 
 /// Where the server alone checks permissions, the kernel asks no
 /// directory's attributes to check them: under `none`, where it may trust
