@@ -94,6 +94,18 @@ impl ReadAheadBudget {
     }
 }
 
+/// Bytes held within a [`ReadAheadBudget`] until they are dropped.
+struct Granted {
+    data: Bytes,
+    _grant: OwnedSemaphorePermit,
+}
+
+impl AsRef<[u8]> for Granted {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
 /// What holds an open file that may be read ahead: the transfer's task
 /// keeps the holder, so the file stays open while it runs.
 pub trait OpenFile: Send + Sync + 'static {
@@ -247,11 +259,28 @@ impl ReadAhead {
     }
 
     /// Keeps `head`, the file's first bytes as read with its open, for the
-    /// reads that ask for them (within [`SKIPPED_MAX`], as pieces a
-    /// transfer skipped are kept); a read that goes on from its end is in
-    /// order. Gone, like those pieces, once the file is written.
-    pub async fn hold_head(&self, head: Bytes) {
+    /// reads that ask for them (kept as pieces a transfer skipped are, and
+    /// gone with them once the file is written); a read that goes on from
+    /// its end is in order. Only if `current` still holds once this
+    /// read-ahead's state is locked (what would have made the head stale,
+    /// a write since it was read, must show there), and, where a budget is
+    /// shared, while it has room for the head, held until the head is read
+    /// or dropped.
+    pub async fn hold_head(&self, head: Bytes, current: impl FnOnce() -> bool) {
         let mut state = self.state.lock().await;
+        if !current() {
+            return;
+        }
+        let head = match &self.budget {
+            Some(budget) => match budget.take(head.len() as u64) {
+                Some((_, grant)) => Bytes::from_owner(Granted {
+                    data: head,
+                    _grant: grant,
+                }),
+                None => return,
+            },
+            None => head,
+        };
         state.last_end = Some(head.len() as u64);
         state.skipped.put(0, head);
     }
@@ -469,7 +498,7 @@ async fn may_read_ahead(file: &File) -> Result<bool, Error> {
 /// Whether a regular file of qid `qid` may be read ahead as far as its qid
 /// tells: it has a version (not synthetic) and is neither append-only nor
 /// exclusive-use.
-fn may_be_read_early(qid: Qid) -> bool {
+pub fn may_be_read_early(qid: Qid) -> bool {
     qid.version != 0 && !qid.ty.contains(QidType::APPEND) && !qid.ty.contains(QidType::EXCL)
 }
 

@@ -36,7 +36,7 @@ mod version;
 mod window;
 mod xattr;
 
-pub use ahead::{OpenFile, ReadAhead, ReadAheadBudget};
+pub use ahead::{OpenFile, ReadAhead, ReadAheadBudget, may_be_read_early};
 pub use attrs::{FsStats, SetAttr, SetTime};
 pub use auth::{AuthFid, BoxFuture, Munge, Prover};
 pub use behind::WriteBehind;

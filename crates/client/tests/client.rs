@@ -186,13 +186,14 @@ async fn dotl_client(stream: DuplexStream) -> Client {
 
 /// A peer that answers version (with the extensions asked for where
 /// `ordered`, as ninep's server, which runs requests in order) and attach
-/// at once, then holds the next `hold` requests unanswered until all have
-/// come, and answers them in order: walks, opens and creates as asked,
-/// stats refused, reads with `hello`. It reports every request's name.
+/// at once, and the first `answered` requests after them, then holds the
+/// next `hold` requests unanswered until all have come, and answers them in
+/// order: walks, opens and creates as asked, stats refused, reads with
+/// `hello`. It reports every request's name.
 async fn holding_peer(
     stream: DuplexStream,
     ordered: bool,
-    hold: usize,
+    (mut answered, hold): (usize, usize),
     seen: tokio::sync::mpsc::UnboundedSender<&'static str>,
 ) {
     let (r, mut w) = tokio::io::split(stream);
@@ -235,6 +236,10 @@ async fn holding_peer(
         let mut replies = Vec::new();
         match &fcall.msg {
             Msg::Tversion(_) | Msg::Tattach(_) | Msg::Tclunk(_) => replies.push(fcall),
+            _ if answered > 0 => {
+                answered -= 1;
+                replies.push(fcall);
+            }
             _ if holding => {
                 held.push(fcall);
                 if held.len() == hold {
@@ -261,7 +266,7 @@ async fn holding_peer(
 #[tokio::test]
 async fn a_walk_open_read_goes_in_one_round_trip_where_the_server_keeps_order() {
     for ordered in [true, false] {
-        let (got, sent) = against_holding_peer(ordered, 4, |fsys| async move {
+        let (got, sent) = against_holding_peer(ordered, (0, 4), |fsys| async move {
             let names = [Name::new("file").expect("a name")];
             fsys.root().walk_open_read(&names, O_RDONLY, 100).await
         })
@@ -280,31 +285,35 @@ async fn a_walk_open_read_goes_in_one_round_trip_where_the_server_keeps_order() 
 }
 
 /// The head of a file is read behind its open only from a server that runs
-/// requests in order: walked with the open, all three requests go before
-/// any reply; from a server that does not say so, nothing more than the
-/// walk and the open is sent, and nothing is read. The same for a fid
-/// walked before (the peer then holds nothing, and the requests sent tell).
+/// requests in order: all its requests (the walk, the open and the read, or
+/// for a fid walked before, the open and the read) go before any reply.
+/// To a server that does not say so, nothing more than the walk and the
+/// open is sent, and nothing is read.
 #[tokio::test]
 async fn a_head_is_read_behind_an_open_only_where_the_server_keeps_order() {
     for ordered in [true, false] {
-        let hold = if ordered { 3 } else { 1 };
+        let hold = if ordered { (0, 3) } else { (0, 1) };
         let (got, sent) = against_holding_peer(ordered, hold, |fsys| async move {
             let names = [Name::new("file").expect("a name")];
             fsys.root().walk_open_head(&names, O_RDONLY, 100).await
         })
         .await;
         let (_, head) = got.expect("answered").expect("opened");
-        let (_, walked) = against_holding_peer(ordered, 1, |fsys| async move {
+        // The walk before is answered at once.
+        let hold = if ordered { (1, 2) } else { (1, 1) };
+        let (got, walked) = against_holding_peer(ordered, hold, |fsys| async move {
             let fid = fsys.root().walk(&[]).await?;
             fid.open_head(O_RDONLY, 100).await
         })
         .await;
+        let (_, head_walked) = got.expect("answered").expect("opened");
         if ordered {
             assert_eq!(head.as_deref(), Some(&b"hello"[..]));
+            assert_eq!(head_walked.as_deref(), Some(&b"hello"[..]));
             assert_eq!(sent, ["Twalk", "Tlopen", "Tread"]);
             assert_eq!(walked, ["Twalk", "Tlopen", "Tread"]);
         } else {
-            assert_eq!(head, None);
+            assert_eq!((head, head_walked), (None, None));
             assert_eq!(sent, ["Twalk", "Tlopen"]);
             assert_eq!(walked, ["Twalk", "Tlopen"]);
         }
@@ -319,7 +328,7 @@ async fn a_head_is_read_behind_an_open_only_where_the_server_keeps_order() {
 #[tokio::test]
 async fn a_create_beside_goes_in_one_round_trip_where_the_server_keeps_order() {
     for ordered in [true, false] {
-        let (got, sent) = against_holding_peer(ordered, 3, |fsys| async move {
+        let (got, sent) = against_holding_peer(ordered, (0, 3), |fsys| async move {
             let root = fsys.root();
             let (file, info) = root.create_beside("new", 0o644, O_RDWR, NONUNAME).await?;
             Ok::<_, ninep_client::Error>((file.fid().qid(), info))
@@ -347,7 +356,7 @@ async fn a_create_beside_goes_in_one_round_trip_where_the_server_keeps_order() {
 #[tokio::test]
 async fn a_walk_stat_goes_in_one_round_trip_where_the_server_keeps_order() {
     for ordered in [true, false] {
-        let (got, sent) = against_holding_peer(ordered, 2, |fsys| async move {
+        let (got, sent) = against_holding_peer(ordered, (0, 2), |fsys| async move {
             let names = [Name::new("file").expect("a name")];
             fsys.root().walk_stat(&names).await
         })
@@ -373,7 +382,7 @@ async fn a_walk_stat_goes_in_one_round_trip_where_the_server_keeps_order() {
 #[tokio::test]
 async fn a_walk_open_clunk_goes_in_one_round_trip_where_the_server_keeps_order() {
     for ordered in [true, false] {
-        let (got, sent) = against_holding_peer(ordered, 3, |fsys| async move {
+        let (got, sent) = against_holding_peer(ordered, (0, 3), |fsys| async move {
             let names = [Name::new("file").expect("a name")];
             fsys.root().walk_open_clunk(&names, O_RDONLY).await
         })
@@ -429,12 +438,13 @@ async fn a_walk_open_clunk_leaves_no_fid() {
     }
 }
 
-/// What `call` gives on a client of a [`holding_peer`] that holds `hold`
-/// requests (none if it waited past the peer's patience), and the names
-/// of the requests the peer got after version and attach.
+/// What `call` gives on a client of a [`holding_peer`] that answers
+/// `hold.0` requests and then holds `hold.1` (none if it waited past the
+/// peer's patience), and the names of the requests the peer got after
+/// version and attach.
 async fn against_holding_peer<T, F: std::future::Future<Output = T>>(
     ordered: bool,
-    hold: usize,
+    hold: (usize, usize),
     call: impl FnOnce(ninep_client::Fsys) -> F,
 ) -> (Option<T>, Vec<&'static str>) {
     let (ours, theirs) = tokio::io::duplex(1 << 16);

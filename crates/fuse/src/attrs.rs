@@ -251,6 +251,7 @@ impl Inner {
         // Times being set behind come first: a caller's own come after them.
         let _ = self.settle_times(|other| other == ino).await;
         self.settle_writes(|_, h| h.ino == ino).await;
+        let _resizing = set.size.is_some().then(|| self.changes.start());
         if set.size.is_some() {
             self.forget_read_ahead(ino).await;
         }

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use fuser::{FileAttr, FileType, FopenFlags};
+use ninep_client::may_be_read_early;
 use ninep_wire::consts::dotl;
 use ninep_wire::{Errno, Name, Qid, QidType};
 
@@ -89,6 +90,7 @@ impl Inner {
         }
         // The qid.version the open gives must be the one after its times.
         let _ = self.settle_times(|other| other == ino).await;
+        let _truncating = (flags & dotl::O_TRUNC != 0).then(|| self.changes.start());
         if flags & dotl::O_TRUNC != 0 {
             // Its size and times, and maybe its set-id bits, change, and
             // what was read ahead of it is gone.
@@ -100,7 +102,12 @@ impl Inner {
         } else {
             flags
         };
-        let head = self.head_to_read(ino, user, flags);
+        let quiet = self.changes.quiet();
+        let head = quiet.map_or(0, |_| self.head_to_read(ino, user, flags));
+        if head > 0 {
+            // The head must include every write made before the open.
+            self.settle_writes(|_, h| h.ino == ino).await;
+        }
         let ((file, head), opened_with) = match self.open_fid(ino, user, wanted, head).await {
             // Write-only to this user: the kernel filling a page will
             // fail, but writes of whole pages and appends will not.
@@ -115,9 +122,15 @@ impl Inner {
         let opened_with = opened_with & !dotl::O_TRUNC;
         let fh = self.add_handle(Arc::new(file), ino, user, opened_with, exact, behind);
         // Read early, a synthetic file's bytes would not be what its reader
-        // asked for; pages the kernel keeps it does not ask for at all.
-        if let Some(head) = head.filter(|_| !exact && fopen.is_empty()) {
-            self.handle(fh)?.ahead.hold_head(head).await;
+        // asked for; pages the kernel keeps it does not ask for at all; and
+        // a write made through the mount while the open was under way may
+        // have reached the server after the head was read.
+        if let (Some(head), Some(mark)) = (head, quiet)
+            && !exact
+            && fopen.is_empty()
+        {
+            let current = || self.changes.none_since(mark);
+            self.handle(fh)?.ahead.hold_head(head, current).await;
         }
         Ok(Opened { fh, flags: fopen })
     }
@@ -126,9 +139,10 @@ impl Inner {
     /// `flags`, so that the kernel's first read of it is answered without
     /// a round trip (0: none): the whole of a small regular file opened
     /// only to be read, under a policy that lets the kernel cache pages,
-    /// unless its walk gave it qid.version 0 (synthetic) or the kernel
-    /// holds its pages at that version. A file that is read from its end
-    /// only, or not at all, costs at most [`HEAD`] bytes on the link.
+    /// unless its walk's qid forbids reading it early (synthetic,
+    /// append-only, exclusive-use) or the kernel holds its pages at that
+    /// version. A file that is read from its end only, or not at all,
+    /// costs at most [`HEAD`] bytes on the link.
     fn head_to_read(&self, ino: u64, user: u32, flags: u32) -> u32 {
         let only_reads = flags & dotl::O_ACCMODE == dotl::O_RDONLY && flags & dotl::O_TRUNC == 0;
         if self.cache == Cache::None || self.read_ahead == 0 || !only_reads {
@@ -138,9 +152,13 @@ impl Inner {
         let small = nodes.given_attr(ino).is_some_and(|attr| {
             attr.kind == FileType::RegularFile && (1..=u64::from(HEAD)).contains(&attr.size)
         });
-        let version = nodes.fid(ino, user).map(|fid| fid.qid().version);
-        match version {
-            Some(version) if small && version != 0 && !nodes.holds_pages(ino, version) => HEAD,
+        let qid = nodes.fid(ino, user).map(|fid| fid.qid());
+        match qid {
+            Some(qid)
+                if small && may_be_read_early(qid) && !nodes.holds_pages(ino, qid.version) =>
+            {
+                HEAD
+            }
             _ => 0,
         }
     }
@@ -244,6 +262,7 @@ impl Inner {
     ) -> Result<u32, KernelErrno> {
         let h = self.handle(fh)?;
         let len = data.len() as u32;
+        let _changing = self.changes.start();
         self.forget_read_ahead(ino).await;
         match &h.behind {
             Some(behind) => {

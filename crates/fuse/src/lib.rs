@@ -260,6 +260,7 @@ pub fn mount(fsys: Fsys, mountpoint: &Path, options: &Options) -> std::io::Resul
         nodes: Mutex::new(Nodes::new(uid, fsys.into_root())),
         handles: Mutex::new(Handles::default()),
         next_handle: AtomicU64::new(1),
+        changes: Changes::default(),
         locked: Mutex::new(HashSet::new()),
         no_caps: Mutex::new(HashSet::new()),
         times_behind: Mutex::new(HashMap::new()),
@@ -362,12 +363,57 @@ const PAGE: u32 = 4096;
 /// The outcome of times being set in the background, once it comes.
 type TimesSet = watch::Receiver<Option<Result<(), KernelErrno>>>;
 
+/// Changes to files' data (writes, truncations) made through the mount:
+/// counted as each starts, and under way until its handler ends, by when
+/// its bytes are at the server or waiting in a file's write-behind. A
+/// file's head read with its open is kept only if no change was under way
+/// as the open started and none started until the head is held (see
+/// [`Inner::open`]); a change that started before and ended has its bytes
+/// at the server by the time the open waited for the file's write-behind.
+#[derive(Default)]
+struct Changes {
+    started: AtomicU64,
+    under_way: AtomicU64,
+}
+
+impl Changes {
+    /// A change starting; it ends when what this gives is dropped.
+    fn start(&self) -> Changing<'_> {
+        self.under_way.fetch_add(1, Ordering::SeqCst);
+        self.started.fetch_add(1, Ordering::SeqCst);
+        Changing(self)
+    }
+
+    /// A mark to tell later whether a change started since, while none is
+    /// under way now.
+    fn quiet(&self) -> Option<u64> {
+        let started = self.started.load(Ordering::SeqCst);
+        (self.under_way.load(Ordering::SeqCst) == 0).then_some(started)
+    }
+
+    /// Whether no change started since `mark`.
+    fn none_since(&self, mark: u64) -> bool {
+        self.started.load(Ordering::SeqCst) == mark
+    }
+}
+
+/// A change to a file's data under way (see [`Changes`]).
+struct Changing<'a>(&'a Changes);
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        self.0.under_way.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// What every request shares.
 struct Inner {
     conn: Conn,
     nodes: Mutex<Nodes>,
     handles: Mutex<Handles>,
     next_handle: AtomicU64,
+    /// Changes to files' data made through the mount, of any file.
+    changes: Changes,
     /// (inode, lock owner) pairs that may hold locks: closing a file drops
     /// its owner's locks on it.
     locked: Mutex<HashSet<(u64, u64)>>,

@@ -4,7 +4,8 @@ mod support;
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -1005,17 +1006,19 @@ async fn a_small_file_is_read_with_its_open_where_pages_are_cached() {
             // Until the clunks of the walks before are answered.
             tokio::time::sleep(hold * 3).await;
             let mark = scene.requests();
-            let got = tokio::task::spawn_blocking(move || {
+            let (opened, got) = tokio::task::spawn_blocking(move || {
                 let mut opened = std::fs::File::open(path).unwrap();
                 let mut got = vec![0; 5000];
                 if reads {
                     opened.read_exact(&mut got).unwrap();
                 }
-                got
+                (opened, got)
             })
             .await
             .unwrap();
+            // Counted before the close, whose clunk would be a round more.
             rounds.push(scene.rounds_since(mark));
+            drop(opened);
             if reads {
                 assert!(got == data, "{cache:?}: the file read differs");
             }
@@ -1025,6 +1028,92 @@ async fn a_small_file_is_read_with_its_open_where_pages_are_cached() {
         assert!(read >= opened, "{cache:?}: {rounds:?}");
         drop(session);
     }
+}
+
+/// A file's head read with its open is not kept if a write through the
+/// mount started while the open was under way: the write may have reached
+/// the server after the head was read. Here the write's own requests go
+/// out while the open's are held on their way back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_during_an_open_is_seen_by_its_reads() {
+    let hold = Duration::from_millis(200);
+    let options = support::options(Cache::Strict);
+    let (scene, mnt, session) =
+        mounted_far("head-race", &options, Dialect::L, RamFs::new(), hold).await;
+    made_elsewhere(&scene, "f", &[b'a'; 5000]).await;
+    let path = mnt.join("f");
+    let at = path.clone();
+    let writer = tokio::task::spawn_blocking(move || {
+        let mut writer = std::fs::OpenOptions::new().write(true).open(at).unwrap();
+        writer.write_all(b"b").unwrap();
+        writer.sync_all().unwrap();
+        writer
+    })
+    .await
+    .unwrap();
+    let opens = |sent: &HashMap<&str, usize>| sent.get("Tlopen").copied().unwrap_or(0);
+    let before = opens(&scene.sent());
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let reader = tokio::task::spawn_blocking(move || {
+        let mut reader = std::fs::File::open(path).unwrap();
+        wait.recv().unwrap();
+        let mut got = vec![0; 3];
+        reader.read_exact(&mut got).unwrap();
+        got
+    });
+    let waited = std::time::Instant::now();
+    while opens(&scene.sent()) == before {
+        assert!(waited.elapsed() < Duration::from_secs(5), "no open sent");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let writer = tokio::task::spawn_blocking(move || {
+        writer.write_all_at(b"NEW", 0).unwrap();
+        writer.sync_all().unwrap();
+        writer
+    })
+    .await
+    .unwrap();
+    go.send(()).unwrap();
+    assert_eq!(reader.await.unwrap(), b"NEW");
+    drop(writer);
+    drop(session);
+}
+
+/// A file opened again without a lookup (through /proc/self/fd) while a
+/// write to it waits behind its writer is read with that write: the open
+/// waits for it before the head is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_behind_is_in_the_head_of_a_file_opened_again() {
+    let options = ninep_fuse::Options {
+        permissions: ninep_fuse::Permissions::Server,
+        ..support::options(Cache::Strict)
+    };
+    let (scene, mnt, session) = mounted_far(
+        "head-behind",
+        &options,
+        Dialect::L,
+        RamFs::new(),
+        Duration::ZERO,
+    )
+    .await;
+    made_elsewhere(&scene, "f", &[b'a'; 5000]).await;
+    let path = mnt.join("f");
+    let got = tokio::task::spawn_blocking(move || {
+        let mut writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        writer.write_all(b"b").unwrap();
+        writer.sync_all().unwrap();
+        std::fs::metadata(&path).unwrap();
+        writer.write_all_at(b"NEW", 0).unwrap();
+        let again = format!("/proc/self/fd/{}", writer.as_raw_fd());
+        let mut reader = std::fs::File::open(again).unwrap();
+        let mut got = vec![0; 3];
+        reader.read_exact(&mut got).unwrap();
+        got
+    })
+    .await
+    .unwrap();
+    assert_eq!(got, b"NEW");
+    drop(session);
 }
 
 /// Where the server alone checks permissions, the kernel asks no
