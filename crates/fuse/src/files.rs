@@ -92,8 +92,10 @@ impl Inner {
         let _ = self.settle_times(|other| other == ino).await;
         let _truncating = (flags & dotl::O_TRUNC != 0).then(|| self.changes.start());
         if flags & dotl::O_TRUNC != 0 {
-            // Its size and times, and maybe its set-id bits, change, and
-            // what was read ahead of it is gone.
+            // The writes behind come before the truncation. Its size and
+            // times, and maybe its set-id bits, change, and what was read
+            // ahead of it is gone.
+            self.settle_writes(|_, h| h.ino == ino).await;
             self.nodes().changed(ino);
             self.forget_read_ahead(ino).await;
         }

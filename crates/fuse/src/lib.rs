@@ -657,19 +657,25 @@ impl Inner {
 
     /// Forgets the open file `fh`, stopping its read-ahead first so that
     /// its fid is clunked now, or kept open a while to be opened again.
+    /// Its writes behind are settled while it is still among the open
+    /// files: the kernel's release does not wait for this, and a read or
+    /// open of the file meanwhile must wait for them as well.
     async fn drop_handle(&self, fh: u64) {
-        let handle = self.handles.lock().remove(fh);
-        if let Some(h) = handle {
-            h.ahead.stop().await;
-            if let Some(behind) = &h.behind {
-                behind.settle().await;
-            }
-            if self.may_keep_open(&h) {
-                let file = h.file.clone();
-                self.idle
-                    .lock()
-                    .keep(h.ino, h.user, file, h.flags, Instant::now());
-            }
+        let Ok(h) = self.handle(fh) else {
+            return;
+        };
+        h.ahead.stop().await;
+        if let Some(behind) = &h.behind {
+            behind.settle().await;
+        }
+        let removed = self.handles.lock().remove(fh);
+        if let Some(h) = removed
+            && self.may_keep_open(&h)
+        {
+            let file = h.file.clone();
+            self.idle
+                .lock()
+                .keep(h.ino, h.user, file, h.flags, Instant::now());
         }
     }
 }

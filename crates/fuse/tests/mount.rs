@@ -1079,31 +1079,40 @@ async fn a_write_during_an_open_is_seen_by_its_reads() {
     drop(session);
 }
 
+/// A strict mount where the server checks permissions, so that an open
+/// through /proc/self/fd sends the kernel's open alone (no lookup before
+/// it, which would wait for every write behind), and the path of a file of
+/// 5000 bytes another client made there.
+async fn mounted_for_reopening(name: &str) -> (Scene, PathBuf, support::Mounted) {
+    let options = ninep_fuse::Options {
+        permissions: ninep_fuse::Permissions::Server,
+        ..support::options(Cache::Strict)
+    };
+    let (scene, mnt, session) =
+        mounted_far(name, &options, Dialect::L, RamFs::new(), Duration::ZERO).await;
+    made_elsewhere(&scene, "f", &[b'a'; 5000]).await;
+    (scene, mnt.join("f"), session)
+}
+
+/// `path` opened for writing, written and synced once, then written with
+/// `data` at its start: a write that waits behind the writer returned.
+fn written_behind(path: &Path, data: &[u8]) -> std::fs::File {
+    let writer = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    writer.write_all_at(b"b", 0).unwrap();
+    writer.sync_all().unwrap();
+    std::fs::metadata(path).unwrap();
+    writer.write_all_at(data, 0).unwrap();
+    writer
+}
+
 /// A file opened again without a lookup (through /proc/self/fd) while a
 /// write to it waits behind its writer is read with that write: the open
 /// waits for it before the head is read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_behind_is_in_the_head_of_a_file_opened_again() {
-    let options = ninep_fuse::Options {
-        permissions: ninep_fuse::Permissions::Server,
-        ..support::options(Cache::Strict)
-    };
-    let (scene, mnt, session) = mounted_far(
-        "head-behind",
-        &options,
-        Dialect::L,
-        RamFs::new(),
-        Duration::ZERO,
-    )
-    .await;
-    made_elsewhere(&scene, "f", &[b'a'; 5000]).await;
-    let path = mnt.join("f");
+    let (_scene, path, session) = mounted_for_reopening("head-behind").await;
     let got = tokio::task::spawn_blocking(move || {
-        let mut writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        writer.write_all(b"b").unwrap();
-        writer.sync_all().unwrap();
-        std::fs::metadata(&path).unwrap();
-        writer.write_all_at(b"NEW", 0).unwrap();
+        let writer = written_behind(&path, b"NEW");
         let again = format!("/proc/self/fd/{}", writer.as_raw_fd());
         let mut reader = std::fs::File::open(again).unwrap();
         let mut got = vec![0; 3];
@@ -1113,6 +1122,91 @@ async fn a_write_behind_is_in_the_head_of_a_file_opened_again() {
     .await
     .unwrap();
     assert_eq!(got, b"NEW");
+    drop(session);
+}
+
+/// An open of a file made without a lookup (through /proc/self/fd) that
+/// truncates it comes after the writes waiting behind its writer: the
+/// file ends empty, not with what those writes carried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncating_open_comes_after_the_writes_behind() {
+    let (_scene, path, session) = mounted_for_reopening("trunc-behind").await;
+    let len = tokio::task::spawn_blocking(move || {
+        let writer = written_behind(&path, b"OLD");
+        let again = format!("/proc/self/fd/{}", writer.as_raw_fd());
+        drop(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(again)
+                .unwrap(),
+        );
+        drop(writer);
+        std::fs::read(&path).unwrap().len()
+    })
+    .await
+    .unwrap();
+    assert_eq!(len, 0, "the truncation came before a write made earlier");
+    drop(session);
+}
+
+/// Writes the kernel sends from a shared mapping as it is unmapped, after
+/// the file's last close, reach the server before a read that follows
+/// the unmap, though the kernel lets the file go (its release) without
+/// waiting: the mount settles them while the file is still open to it.
+/// Read with O_DIRECT through a file opened before, so that the server,
+/// not the page cache, answers, and at once; each reply held on its way,
+/// so that the writes take a while.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_from_a_mapping_reach_the_server_before_a_later_read() {
+    let options = support::options(Cache::Strict);
+    let hold = Duration::from_millis(100);
+    let (_scene, mnt, session) =
+        mounted_far("mapped", &options, Dialect::L, RamFs::new(), hold).await;
+    let path = mnt.join("mapped");
+    // Mapped through libc: Python's own mmap keeps a descriptor of the
+    // file, whose close would flush the writes before the release.
+    let script = r#"
+import ctypes, mmap, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+path, size = sys.argv[1], 64 << 20
+with open(path, "wb") as f:
+    f.truncate(size)
+# Open before: a read then asks the mount nothing else first.
+reader = os.open(path, os.O_RDONLY | os.O_DIRECT)
+page = mmap.mmap(-1, 4096)
+for round in range(3):
+    fd = os.open(path, os.O_RDWR)
+    at = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+    if at in (None, ctypes.c_void_p(-1).value):
+        sys.exit("mmap failed")
+    os.close(fd)
+    fill = ord("1") + round
+    ctypes.memset(at, fill, size)
+    if libc.munmap(at, size) != 0:
+        sys.exit("munmap failed")
+    # The last page: the last written, the likeliest still on its way.
+    got = os.preadv(reader, [page], size - 4096)
+    if got != 4096 or page[:] != bytes([fill]) * 4096:
+        sys.exit("round %d: the server had older bytes" % round)
+"#;
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(&path)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     drop(session);
 }
 
