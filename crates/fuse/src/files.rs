@@ -90,8 +90,9 @@ impl Inner {
         }
         // The qid.version the open gives must be the one after its times.
         let _ = self.settle_times(|other| other == ino).await;
-        let _truncating = (flags & dotl::O_TRUNC != 0).then(|| self.changes.start());
-        if flags & dotl::O_TRUNC != 0 {
+        // A truncation is a change under way until the open ends.
+        let truncating = (flags & dotl::O_TRUNC != 0).then(|| self.changes.start());
+        if truncating.is_some() {
             // The writes behind come before the truncation. Its size and
             // times, and maybe its set-id bits, change, and what was read
             // ahead of it is gone.
